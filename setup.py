@@ -1,0 +1,43 @@
+"""ament_python package teachbot: the pure-Python core under src/teachbot plus thin ROS 2 nodes."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "teachbot"
+
+
+def data(pattern: str) -> list[str]:
+    return sorted(p for p in glob(pattern, recursive=True) if not p.endswith("/"))
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    package_dir={"": "src"},
+    packages=find_packages("src"),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", data("launch/*.py")),
+        (f"share/{PACKAGE}/config", data("config/*.yaml") + data("config/*.xml")),
+        (f"share/{PACKAGE}/config/robots", data("config/robots/*.yaml")),
+        (f"share/{PACKAGE}/config/scenes", data("config/scenes/*.yaml")),
+        (f"share/{PACKAGE}/prompts", data("prompts/*")),
+        (f"share/{PACKAGE}/memory_store", data("memory_store/*")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="teachbot developers",
+    maintainer_email="teachbot-dev@users.noreply.github.com",
+    description="LLM-orchestrated ROS 2 robot stack that learns from natural-language corrections.",
+    license="Apache-2.0",
+    extras_require={"test": ["pytest"]},
+    entry_points={
+        "console_scripts": [
+            "sim = teachbot.nodes.sim_node:main",
+            "skills = teachbot.nodes.skills_node:main",
+            "teachbot = teachbot.cli:main",
+        ],
+    },
+)

@@ -1,0 +1,340 @@
+"""The PyBullet tabletop world: a position-controlled arm with a parallel gripper, a table, blocks, bowls.
+
+From the outside it behaves like a real robot's controllers: it takes joint trajectories (followed in
+simulated time, interpolated like a joint_trajectory_controller) and gripper width commands, and it
+reports joint states. What only a simulator has (ground truth, reset, segmentation) sits beside that.
+No ROS here: ``teachbot.nodes.sim_node`` wraps it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pybullet as pb
+
+from teachbot.errors import ControllerError
+from teachbot.robot_profile import RobotProfile
+from teachbot.sim.camera import CameraFrame, CameraSpec, render
+from teachbot.sim.scene import SceneSpec, TabletopConfig
+
+TABLE_RGBA = (0.78, 0.66, 0.5, 1.0)
+BOWL_WALL_SEGMENTS = 16
+
+
+@dataclass
+class ObjectState:
+    """Ground truth of one object (base frame, metres)."""
+
+    name: str
+    category: str
+    color: str
+    body_id: int
+    position: np.ndarray
+    orientation: np.ndarray  # quaternion x, y, z, w
+    size: np.ndarray
+    supported_by: str = ""
+    inside: bool = False
+    held: bool = False
+
+
+@dataclass
+class _Trajectory:
+    joint_indices: list[int]
+    start_time: float
+    times: np.ndarray  # (K,) seconds from start, first entry 0 (the state when it was received)
+    positions: np.ndarray  # (K, n)
+
+
+class TabletopWorld:
+    """One PyBullet client holding the robot and the current scene."""
+
+    def __init__(
+        self,
+        profile: RobotProfile,
+        table: TabletopConfig | None = None,
+        *,
+        gui: bool = False,
+        time_step: float = 1.0 / 240.0,
+        grasp_assist: bool = True,
+    ) -> None:
+        self.profile = profile
+        self.table = table or TabletopConfig.load()
+        self.time_step = time_step
+        self.grasp_assist = grasp_assist
+        self.client = pb.connect(pb.GUI if gui else pb.DIRECT)
+        if self.client < 0:
+            raise ControllerError("cannot start PyBullet (GUI needs a display; drop --gui to run headless)")
+        pb.setGravity(0, 0, -9.81, physicsClientId=self.client)
+        pb.setTimeStep(time_step, physicsClientId=self.client)
+        self.sim_time = 0.0
+        self.scene: SceneSpec | None = None
+        self._objects: dict[str, tuple[int, str, str, np.ndarray]] = {}  # name -> body, category, color, size
+        self._trajectory: _Trajectory | None = None
+        self._grasp_constraint: int | None = None
+        self._grasped: str | None = None
+        self._gripper_target = profile.gripper.max_width
+        self._build_table()
+        self._load_robot()
+
+    # ----------------------------------------------------------------- construction
+    def _build_table(self) -> None:
+        t = self.table
+        half = [(t.table_x[1] - t.table_x[0]) / 2, (t.table_y[1] - t.table_y[0]) / 2, t.table_thickness / 2]
+        centre = [(t.table_x[0] + t.table_x[1]) / 2, (t.table_y[0] + t.table_y[1]) / 2, -t.table_thickness / 2]
+        col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
+        vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, rgbaColor=TABLE_RGBA, physicsClientId=self.client)
+        self.table_id = pb.createMultiBody(0, col, vis, basePosition=centre, physicsClientId=self.client)
+        pb.changeDynamics(self.table_id, -1, lateralFriction=1.0, physicsClientId=self.client)
+
+    def _load_robot(self) -> None:
+        p = self.profile
+        self.robot_id = pb.loadURDF(
+            str(p.urdf),
+            p.base_position,
+            pb.getQuaternionFromEuler(p.base_rpy),
+            useFixedBase=True,
+            flags=pb.URDF_USE_INERTIA_FROM_FILE,
+            physicsClientId=self.client,
+        )
+        index = {}
+        links = {}
+        self._limits: dict[int, tuple[float, float, float, float]] = {}
+        for j in range(pb.getNumJoints(self.robot_id, physicsClientId=self.client)):
+            info = pb.getJointInfo(self.robot_id, j, physicsClientId=self.client)
+            index[info[1].decode()] = j
+            links[info[12].decode()] = j
+            self._limits[j] = (info[8], info[9], info[10], info[11])  # lower, upper, effort, velocity
+        missing = [n for n in p.joint_names if n not in index]
+        if missing or p.ee_link not in links:
+            raise ControllerError(
+                f"{p.urdf}: joints {missing} / link {p.ee_link!r} not found; fix robot.arm_joints, "
+                f"finger_joints or ee_link in {p.source}"
+            )
+        self.joint_index = {n: index[n] for n in p.joint_names}
+        self.arm_indices = [index[n] for n in p.arm_joints]
+        self.finger_indices = [index[n] for n in p.finger_joints]
+        self.ee_index = links[p.ee_link]
+        self.hand_index = pb.getJointInfo(self.robot_id, self.finger_indices[0], physicsClientId=self.client)[16]
+        for j in self.finger_indices:
+            pb.changeDynamics(self.robot_id, j, lateralFriction=1.5, physicsClientId=self.client)
+        self.reset_robot()
+
+    def reset_robot(self) -> None:
+        """Arm at home, gripper open, no trajectory, nothing held."""
+        self._release_grasp()
+        for j, q in zip(self.arm_indices, self.profile.home):
+            pb.resetJointState(self.robot_id, j, q, physicsClientId=self.client)
+        half = self.profile.gripper.max_width / 2
+        for j in self.finger_indices:
+            pb.resetJointState(self.robot_id, j, half, physicsClientId=self.client)
+        self._trajectory = None
+        self._gripper_target = self.profile.gripper.max_width
+        self._apply_arm_targets(np.array(self.profile.home), np.zeros(len(self.arm_indices)), self.arm_indices)
+        self._apply_gripper()
+
+    def reset(self, scene: SceneSpec) -> None:
+        """Replace the objects by ``scene`` and send the robot home."""
+        self.reset_robot()
+        for body, *_ in self._objects.values():
+            pb.removeBody(body, physicsClientId=self.client)
+        self._objects.clear()
+        for spec in scene.objects:
+            body, size = self._make_bowl(spec.color, spec.position) if spec.category == "bowl" else self._make_block(spec.color, spec.position, spec.yaw)
+            self._objects[spec.name] = (body, spec.category, spec.color, size)
+        self.scene = scene
+        self.sim_time = 0.0
+        self.step(int(0.25 / self.time_step))  # let blocks settle
+
+    def _rgba(self, color: str) -> list[float]:
+        return [*self.table.rgb.get(color, (0.6, 0.6, 0.6)), 1.0]
+
+    def _make_block(self, color: str, xy: tuple[float, float], yaw: float) -> tuple[int, np.ndarray]:
+        s = self.table.block_size
+        col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2] * 3, physicsClientId=self.client)
+        vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=[s / 2] * 3, rgbaColor=self._rgba(color), physicsClientId=self.client)
+        body = pb.createMultiBody(
+            self.table.block_mass, col, vis, basePosition=[xy[0], xy[1], s / 2 + 1e-3],
+            baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self.client,
+        )
+        pb.changeDynamics(body, -1, lateralFriction=self.table.block_friction, spinningFriction=0.001, physicsClientId=self.client)
+        return body, np.array([s, s, s])
+
+    def _make_bowl(self, color: str, xy: tuple[float, float]) -> tuple[int, np.ndarray]:
+        """A fixed bowl: a thin floor plus a ring of wall boxes (no mesh file needed)."""
+        r, h, w = self.table.bowl_radius, self.table.bowl_height, self.table.bowl_wall
+        n = BOWL_WALL_SEGMENTS
+        types, halves, frames, orns = [pb.GEOM_BOX], [[r, r, 0.003]], [[0, 0, 0.003]], [[0, 0, 0, 1]]
+        seg = math.pi * r / n * 1.1
+        for k in range(n):
+            a = 2 * math.pi * k / n
+            types.append(pb.GEOM_BOX)
+            halves.append([w / 2, seg, h / 2])
+            frames.append([(r - w / 2) * math.cos(a), (r - w / 2) * math.sin(a), h / 2])
+            orns.append(pb.getQuaternionFromEuler([0, 0, a]))
+        col = pb.createCollisionShapeArray(types, halfExtents=halves, collisionFramePositions=frames,
+                                           collisionFrameOrientations=orns, physicsClientId=self.client)
+        vis = pb.createVisualShapeArray(types, halfExtents=halves, visualFramePositions=frames,
+                                        visualFrameOrientations=orns, physicsClientId=self.client)
+        body = pb.createMultiBody(0, col, vis, basePosition=[xy[0], xy[1], 0.0], physicsClientId=self.client)
+        pb.changeVisualShape(body, -1, rgbaColor=self._rgba(color), physicsClientId=self.client)
+        return body, np.array([2 * r, 2 * r, h])
+
+    # ----------------------------------------------------------------- controllers
+    def command_trajectory(self, joint_names: list[str], times: list[float], positions: list[list[float]]) -> None:
+        """Follow a joint trajectory from now; like a joint_trajectory_controller, the current state is
+        the implicit first point. Finger joints are not part of the arm controller."""
+        if not times or len(times) != len(positions):
+            raise ControllerError("trajectory needs as many points as time stamps, and at least one")
+        unknown = [n for n in joint_names if n not in self.profile.arm_joints]
+        if unknown:
+            raise ControllerError(f"trajectory names joints {unknown} this arm controller does not have; expected {list(self.profile.arm_joints)}")
+        if any(len(p) != len(joint_names) for p in positions) or any(b <= a for a, b in zip(times, times[1:])) or times[0] < 0:
+            raise ControllerError("trajectory points must have one position per joint and strictly increasing times")
+        indices = [self.joint_index[n] for n in joint_names]
+        current = [pb.getJointState(self.robot_id, j, physicsClientId=self.client)[0] for j in indices]
+        t = np.array([0.0, *times]) if times[0] > 0 else np.array(times, float)
+        q = np.array([current, *positions]) if times[0] > 0 else np.array(positions, float)
+        self._trajectory = _Trajectory(indices, self.sim_time, t, q)
+
+    def hold(self) -> None:
+        """Stop where the arm is now (emergency stop, cancel)."""
+        positions = [pb.getJointState(self.robot_id, j, physicsClientId=self.client)[0] for j in self.arm_indices]
+        self._trajectory = None
+        self._apply_arm_targets(np.array(positions), np.zeros(len(positions)), self.arm_indices)
+
+    def command_gripper(self, width: float, effort: float = 0.0) -> None:
+        """Move both fingers to a total opening ``width`` (clamped to the hardware range)."""
+        self._gripper_target = float(np.clip(width, 0.0, self.profile.gripper.max_width))
+        self._gripper_effort = effort if effort > 0 else self.profile.gripper.effort
+        if self._gripper_target > self.gripper_width() + 1e-3:
+            self._release_grasp()
+        self._apply_gripper()
+
+    def _apply_gripper(self) -> None:
+        effort = getattr(self, "_gripper_effort", self.profile.gripper.effort)
+        for j in self.finger_indices:
+            pb.setJointMotorControl2(self.robot_id, j, pb.POSITION_CONTROL, targetPosition=self._gripper_target / 2,
+                                     force=effort, maxVelocity=self._limits[j][3] or 0.2, physicsClientId=self.client)
+
+    def _apply_arm_targets(self, q: np.ndarray, qd: np.ndarray, indices: list[int]) -> None:
+        pb.setJointMotorControlArray(
+            self.robot_id, indices, pb.POSITION_CONTROL, targetPositions=q.tolist(), targetVelocities=qd.tolist(),
+            forces=[self._limits[j][2] for j in indices], positionGains=[0.3] * len(indices),
+            velocityGains=[1.0] * len(indices), physicsClientId=self.client,
+        )
+
+    def _track(self) -> None:
+        tr = self._trajectory
+        if tr is None:
+            return
+        t = self.sim_time - tr.start_time
+        if t >= tr.times[-1]:
+            self._apply_arm_targets(tr.positions[-1], np.zeros(len(tr.joint_indices)), tr.joint_indices)
+            self._trajectory = None
+            return
+        k = int(np.searchsorted(tr.times, t, side="right")) - 1
+        dt = tr.times[k + 1] - tr.times[k]
+        alpha = (t - tr.times[k]) / dt
+        q = tr.positions[k] + alpha * (tr.positions[k + 1] - tr.positions[k])
+        qd = (tr.positions[k + 1] - tr.positions[k]) / dt
+        self._apply_arm_targets(q, qd, tr.joint_indices)
+
+    def step(self, n: int = 1) -> None:
+        """Advance the physics by ``n`` steps, following the active trajectory."""
+        for _ in range(n):
+            self._track()
+            pb.stepSimulation(physicsClientId=self.client)
+            self.sim_time += self.time_step
+            if self.grasp_assist and self._grasp_constraint is None and self._gripper_target < self.profile.gripper.max_width / 2:
+                self._try_grasp()
+
+    @property
+    def moving(self) -> bool:
+        return self._trajectory is not None
+
+    # ----------------------------------------------------------------- grasping
+    def _try_grasp(self) -> None:
+        """Fix a block to the hand once both fingers touch it: a stable stand-in for friction grasps."""
+        left, right = self.finger_indices
+        for name, (body, category, _, _) in self._objects.items():
+            if category != "block":
+                continue
+            touch_l = pb.getContactPoints(self.robot_id, body, left, -1, physicsClientId=self.client)
+            if not touch_l:
+                continue
+            if not pb.getContactPoints(self.robot_id, body, right, -1, physicsClientId=self.client):
+                continue
+            hand = pb.getLinkState(self.robot_id, self.hand_index, physicsClientId=self.client)
+            obj_pos, obj_orn = pb.getBasePositionAndOrientation(body, physicsClientId=self.client)
+            inv_pos, inv_orn = pb.invertTransform(hand[0], hand[1])
+            rel_pos, rel_orn = pb.multiplyTransforms(inv_pos, inv_orn, obj_pos, obj_orn)
+            self._grasp_constraint = pb.createConstraint(
+                self.robot_id, self.hand_index, body, -1, pb.JOINT_FIXED, [0, 0, 0], rel_pos, [0, 0, 0],
+                parentFrameOrientation=rel_orn, physicsClientId=self.client,
+            )
+            pb.changeConstraint(self._grasp_constraint, maxForce=200, physicsClientId=self.client)
+            self._grasped = name
+            return
+
+    def _release_grasp(self) -> None:
+        if self._grasp_constraint is not None:
+            pb.removeConstraint(self._grasp_constraint, physicsClientId=self.client)
+        self._grasp_constraint = None
+        self._grasped = None
+
+    def held_object(self) -> str:
+        """Name of the object between the fingers, or '' when none is."""
+        if self._grasped is not None:
+            return self._grasped
+        left, right = self.finger_indices
+        for name, (body, category, _, _) in self._objects.items():
+            if category == "block" and pb.getContactPoints(self.robot_id, body, left, -1, physicsClientId=self.client) \
+                    and pb.getContactPoints(self.robot_id, body, right, -1, physicsClientId=self.client):
+                return name
+        return ""
+
+    # ----------------------------------------------------------------- state
+    def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """Names, positions, velocities and efforts of the arm and finger joints."""
+        names = list(self.profile.joint_names)
+        states = pb.getJointStates(self.robot_id, [self.joint_index[n] for n in names], physicsClientId=self.client)
+        return names, np.array([s[0] for s in states]), np.array([s[1] for s in states]), np.array([s[3] for s in states])
+
+    def gripper_width(self) -> float:
+        return float(sum(pb.getJointState(self.robot_id, j, physicsClientId=self.client)[0] for j in self.finger_indices))
+
+    def ee_position(self) -> np.ndarray:
+        return np.array(pb.getLinkState(self.robot_id, self.ee_index, computeForwardKinematics=True, physicsClientId=self.client)[4])
+
+    def objects(self) -> list[ObjectState]:
+        """Ground truth of every object, with what it rests on or in."""
+        held = self.held_object()
+        states = []
+        for name, (body, category, color, size) in self._objects.items():
+            pos, orn = pb.getBasePositionAndOrientation(body, physicsClientId=self.client)
+            states.append(ObjectState(name, category, color, body, np.array(pos), np.array(orn), size, held=name == held))
+        for a in states:
+            if a.category != "block" or a.held:
+                continue
+            for b in states:
+                if b is a:
+                    continue
+                dxy = float(np.hypot(*(a.position[:2] - b.position[:2])))
+                dz = float(a.position[2] - b.position[2])
+                if b.category == "bowl" and dxy < self.table.bowl_radius - a.size[0] / 4 and dz < b.size[2] + a.size[2]:
+                    a.supported_by, a.inside = b.name, True
+                elif b.category == "block" and dxy < 0.75 * b.size[0] and 0.5 * b.size[2] < dz < 1.5 * b.size[2]:
+                    a.supported_by = b.name
+        return states
+
+    def object_names(self) -> list[str]:
+        return list(self._objects)
+
+    def render(self, spec: CameraSpec) -> CameraFrame:
+        return render(spec, self.client)
+
+    def close(self) -> None:
+        if pb.isConnected(self.client):
+            pb.disconnect(self.client)

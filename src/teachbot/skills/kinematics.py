@@ -1,0 +1,125 @@
+"""Kinematics from the robot's URDF, using a private PyBullet DIRECT client as the IK/FK model.
+
+The same model serves a simulated and a real arm: it never touches the simulation's client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pybullet as pb
+
+from teachbot.errors import ConfigError, LimitExceededError, UnreachableError
+from teachbot.robot_profile import RobotProfile
+
+IK_TOLERANCE = 0.004  # metres between the asked and the reached gripper position
+IK_ORIENTATION_TOLERANCE = 0.02  # 1 - |<q_asked, q_reached>|
+
+
+class KinematicsModel:
+    """Forward and inverse kinematics of the arm described by a :class:`RobotProfile`."""
+
+    def __init__(self, profile: RobotProfile) -> None:
+        self.profile = profile
+        self.client = pb.connect(pb.DIRECT)
+        try:
+            self.body = pb.loadURDF(
+                str(profile.urdf), profile.base_position, pb.getQuaternionFromEuler(profile.base_rpy),
+                useFixedBase=True, physicsClientId=self.client,
+            )
+        except pb.error as exc:
+            pb.disconnect(self.client)
+            raise ConfigError(f"cannot load URDF {profile.urdf} ({exc}); fix robot.urdf in {profile.source}") from None
+        joints, links = {}, {}
+        self._movable: list[int] = []
+        lower, upper, velocity = [], [], []
+        for j in range(pb.getNumJoints(self.body, physicsClientId=self.client)):
+            info = pb.getJointInfo(self.body, j, physicsClientId=self.client)
+            joints[info[1].decode()] = j
+            links[info[12].decode()] = j
+            if info[2] != pb.JOINT_FIXED:
+                self._movable.append(j)
+                lower.append(info[8])
+                upper.append(info[9])
+                velocity.append(info[11])
+        missing = [n for n in profile.arm_joints if n not in joints]
+        if missing or profile.ee_link not in links:
+            raise ConfigError(f"{profile.urdf}: joints {missing} or link {profile.ee_link!r} missing; fix {profile.source}")
+        self.arm = [joints[n] for n in profile.arm_joints]
+        self.ee = links[profile.ee_link]
+        arm_pos = [self._movable.index(j) for j in self.arm]
+        margin = profile.safety.joint_limit_margin
+        self.lower = np.array([lower[i] for i in arm_pos]) + margin
+        self.upper = np.array([upper[i] for i in arm_pos]) - margin
+        self.max_velocity = np.array([velocity[i] or 1.0 for i in arm_pos])
+        # IK works over all movable joints; pad the non-arm ones (fingers) with their own limits
+        self._ik_lower, self._ik_upper = np.array(lower), np.array(upper)
+        self._ik_lower[arm_pos], self._ik_upper[arm_pos] = self.lower, self.upper
+        self._arm_pos = arm_pos
+        self._rest = (self._ik_lower + self._ik_upper) / 2
+        self._rest[arm_pos] = profile.home
+
+    def _set(self, q: np.ndarray) -> None:
+        for j, v in zip(self.arm, q):
+            pb.resetJointState(self.body, j, float(v), physicsClientId=self.client)
+
+    def fk(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Gripper position and quaternion (x, y, z, w) in the base frame for arm joints ``q``."""
+        self._set(q)
+        state = pb.getLinkState(self.body, self.ee, computeForwardKinematics=True, physicsClientId=self.client)
+        return np.array(state[4]), np.array(state[5])
+
+    def grasp_orientation(self, yaw: float = 0.0) -> np.ndarray:
+        """Top-down gripper orientation, turned by ``yaw`` about the vertical."""
+        r, p, y = self.profile.grasp_rpy
+        return np.array(pb.getQuaternionFromEuler([r, p, y + yaw]))
+
+    def check_limits(self, q: np.ndarray) -> None:
+        """Raise LimitExceededError when a joint value lies outside the (margined) URDF limits."""
+        bad = [i for i, v in enumerate(q) if not self.lower[i] - 1e-6 <= v <= self.upper[i] + 1e-6]
+        if bad:
+            i = bad[0]
+            raise LimitExceededError(
+                f"joint {self.profile.arm_joints[i]} would reach {q[i]:.3f} rad, outside its limit "
+                f"[{self.lower[i]:.3f}, {self.upper[i]:.3f}]; choose a target closer to the robot"
+            )
+
+    def ik(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray) -> np.ndarray:
+        """Arm joints reaching ``position``/``orientation``, starting from ``seed``.
+
+        Null-space IK towards the home posture first (keeps the elbow up), then a plain refinement;
+        the answer is checked by FK and against the joint limits.
+        """
+        position = np.asarray(position, float)
+        best, best_err = np.asarray(seed, float), np.inf
+        self._set(seed)
+        for null_space in (True, False):
+            for _ in range(8):
+                if null_space:
+                    sol = pb.calculateInverseKinematics(
+                        self.body, self.ee, position.tolist(), orientation.tolist(),
+                        lowerLimits=self._ik_lower.tolist(), upperLimits=self._ik_upper.tolist(),
+                        jointRanges=(self._ik_upper - self._ik_lower).tolist(), restPoses=self._rest.tolist(),
+                        maxNumIterations=100, residualThreshold=1e-6, physicsClientId=self.client,
+                    )
+                else:
+                    sol = pb.calculateInverseKinematics(
+                        self.body, self.ee, position.tolist(), orientation.tolist(),
+                        maxNumIterations=100, residualThreshold=1e-6, physicsClientId=self.client,
+                    )
+                q = np.clip(np.array([sol[i] for i in self._arm_pos]), self.lower, self.upper)
+                reached, quat = self.fk(q)
+                err = float(np.linalg.norm(reached - position))
+                if err < best_err and 1 - abs(float(np.dot(quat, orientation))) < IK_ORIENTATION_TOLERANCE:
+                    best, best_err = q, err
+                if err < IK_TOLERANCE / 4:
+                    break
+            if best_err < IK_TOLERANCE:
+                return best
+        raise UnreachableError(
+            f"cannot reach ({position[0]:.3f}, {position[1]:.3f}, {position[2]:.3f}) with the gripper pointing "
+            f"down (closest {best_err * 100:.1f} cm away); choose a point closer to the robot"
+        )
+
+    def close(self) -> None:
+        if pb.isConnected(self.client):
+            pb.disconnect(self.client)

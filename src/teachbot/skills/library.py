@@ -1,0 +1,326 @@
+"""The manipulation skills: pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait.
+
+Each skill plans with the kinematics model, passes every target and trajectory through the safety
+limits, commands the arm through :class:`ArmInterface`, and reports success only after checking it
+(the object is between the fingers, the object rests where it should). Failures are
+:class:`~teachbot.errors.TeachbotError` values whose message says how to recover.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from teachbot.errors import (
+    AlreadyHoldingError,
+    ErrorCode,
+    GraspFailedError,
+    MotionTimeoutError,
+    NotHoldingError,
+    PlaceFailedError,
+    TeachbotError,
+    UnknownObjectError,
+)
+from teachbot.robot_profile import RobotProfile
+from teachbot.skills.interfaces import ArmInterface, CancelToken, ObjectInfo, ObjectSource
+from teachbot.skills.kinematics import KinematicsModel
+from teachbot.skills.motion import SafetyLimits, time_path
+
+Feedback = Callable[[str, float], None]
+CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
+
+
+@dataclass(frozen=True)
+class SkillOutcome:
+    """Result of a skill: ``message`` is 'success' or a one-line error naming the fix."""
+
+    success: bool
+    code: ErrorCode
+    message: str
+    duration: float
+    holding: bool = False
+    width: float = 0.0
+
+
+def _no_feedback(stage: str, progress: float) -> None:
+    return None
+
+
+class SkillLibrary:
+    """All skills of one arm. Not re-entrant: the caller runs one skill at a time."""
+
+    def __init__(self, profile: RobotProfile, arm: ArmInterface, objects: ObjectSource, kinematics: KinematicsModel | None = None) -> None:
+        self.profile = profile
+        self.arm = arm
+        self.source = objects
+        self.kin = kinematics or KinematicsModel(profile)
+        self.safety = SafetyLimits(profile.safety, self.kin.max_velocity, self.kin.lower, self.kin.upper)
+        self.held: str = ""
+        self._cancel = CancelToken()
+        self._feedback: Feedback = _no_feedback
+
+    # ------------------------------------------------------------------ running
+    def run(self, skill: str, cancel: CancelToken | None = None, feedback: Feedback | None = None, **kwargs: object) -> SkillOutcome:
+        """Run the skill named ``skill``; robot-level failures come back as an unsuccessful outcome."""
+        fn = getattr(self, f"skill_{skill}", None)
+        if fn is None:
+            known = ", ".join(sorted(n[6:] for n in dir(self) if n.startswith("skill_")))
+            return SkillOutcome(False, ErrorCode.INVALID_ARGUMENT, f"unknown skill {skill!r}; known: {known}", 0.0)
+        self._cancel = cancel or CancelToken()
+        self._feedback = feedback or _no_feedback
+        start = time.monotonic()
+        try:
+            extra = fn(**kwargs) or {}
+        except TeachbotError as exc:
+            if exc.code in (ErrorCode.CANCELED, ErrorCode.EMERGENCY_STOP, ErrorCode.TIMEOUT):
+                self.arm.hold()
+            return SkillOutcome(False, exc.code, str(exc), time.monotonic() - start, width=self.arm.gripper_width())
+        return SkillOutcome(True, ErrorCode.SUCCESS, "success", time.monotonic() - start, **extra)
+
+    # ------------------------------------------------------------------ skills
+    def skill_pick(self, object_name: str) -> dict:
+        """Grasp ``object_name`` from above and lift it to the transport height."""
+        obj = self._object(object_name)
+        if obj.category == "bowl":
+            raise GraspFailedError(f"cannot pick {obj.name!r}: bowls are fixed to the table; pick a block instead")
+        self._refresh_held()
+        if self.held:
+            raise AlreadyHoldingError(f"already holding {self.held!r}; place it or open the gripper first")
+        self.safety.check_point(obj.position, f"{obj.name!r} at")
+        sk = self.profile.skills
+        yaw = _grasp_yaw(obj.yaw)
+        grasp = obj.position.copy()
+        above = grasp + [0, 0, sk.approach_height]
+        lift = np.array([grasp[0], grasp[1], max(sk.transport_height, grasp[2] + sk.approach_height)])
+        self._stage("open", 0.05)
+        self._gripper(self.profile.gripper.max_width)
+        self._stage("approach", 0.15)
+        self._move_joint_space(above, yaw)
+        self._stage("descend", 0.4)
+        self._move_line(grasp, yaw)
+        self._stage("grasp", 0.55)
+        width = self._gripper(0.0)
+        if width < self.profile.gripper.holding_min_width:
+            self._gripper(self.profile.gripper.max_width)
+            self._move_line(above, yaw)
+            raise GraspFailedError(
+                f"grasp of {obj.name!r} failed: the gripper closed on nothing; check get_obj_pos({obj.name!r}) and try again"
+            )
+        self.held = obj.name
+        self._stage("lift", 0.8)
+        self._move_line(lift, yaw)
+        if self.arm.gripper_width() < self.profile.gripper.holding_min_width:
+            self.held = ""
+            raise GraspFailedError(f"{obj.name!r} slipped out of the gripper while lifting; try picking it again")
+        self._stage("done", 1.0)
+        return {"holding": True, "width": self.arm.gripper_width()}
+
+    def skill_place(self, target_name: str = "", target_point: tuple[float, float] | None = None) -> dict:
+        """Put the held object on ``target_name`` or, when that is empty, at the xy ``target_point``."""
+        self._refresh_held()
+        if not self.held:
+            raise NotHoldingError("not holding anything; pick an object first")
+        held = self._object(self.held)
+        xy, rest_z, target_label = self._place_target(held, target_name, target_point)
+        sk = self.profile.skills
+        yaw = _grasp_yaw(held.yaw)
+        release = np.array([xy[0], xy[1], rest_z + sk.place_clearance])
+        carry = np.array([xy[0], xy[1], max(sk.transport_height, release[2] + sk.approach_height)])
+        self.safety.check_point(release, "place point")
+        self._stage("transport", 0.1)
+        self._move_joint_space(carry, yaw)
+        self._stage("lower", 0.5)
+        self._move_line(release, yaw)
+        self._stage("release", 0.7)
+        self._gripper(self.profile.gripper.max_width)
+        name, self.held = self.held, ""
+        self._stage("retreat", 0.85)
+        self._move_line(carry, yaw)
+        self._stage("verify", 0.95)
+        self.arm.sleep(sk.settle_time)
+        placed = self._object(name)
+        error = float(np.hypot(*(placed.position[:2] - xy)))
+        fell = placed.position[2] < rest_z - placed.size[2] / 2 - 0.01 or placed.position[2] > rest_z + placed.size[2]
+        if error > sk.place_tolerance or fell:
+            raise PlaceFailedError(
+                f"{name!r} ended at ({placed.position[0]:.3f}, {placed.position[1]:.3f}, {placed.position[2]:.3f}), "
+                f"{error * 100:.1f} cm from {target_label}; pick it up and place it again"
+            )
+        return {}
+
+    def skill_put_first_on_second(self, object_name: str, target_name: str = "", target_point: tuple[float, float] | None = None) -> dict:
+        """Pick ``object_name`` and place it on ``target_name`` (or at ``target_point``)."""
+        if target_name:
+            self._object(target_name)  # fail on a bad target before moving anything
+            if target_name == object_name:
+                raise PlaceFailedError(f"cannot put {object_name!r} on itself; name a different target")
+        self._refresh_held()
+        if self.held != object_name:
+            self.skill_pick(object_name)
+        return self.skill_place(target_name, target_point)
+
+    def skill_handover(self, object_name: str = "", timeout: float = 0.0, release: threading.Event | None = None) -> dict:
+        """Bring an object to the human handover pose; open when ``release`` is set or after ``timeout``."""
+        self._refresh_held()
+        if object_name and self.held != object_name:
+            self.skill_pick(object_name)
+        if not self.held:
+            raise NotHoldingError("nothing to hand over; name an object or pick one first")
+        pose = self._named_pose("handover")
+        self._stage("bring", 0.3)
+        self._move_joint_space(pose, 0.0)
+        self._stage("waiting for human", 0.6)
+        timeout = timeout if timeout > 0 else self.profile.skills.handover_timeout
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (release is not None and release.is_set()):
+            self._cancel.check()
+            time.sleep(0.02)
+        self._stage("release", 0.9)
+        self._gripper(self.profile.gripper.max_width)
+        self.held = ""
+        return {}
+
+    def skill_move_to(self, pose_name: str = "", position: tuple[float, float, float] | None = None, speed_factor: float = 0.0) -> dict:
+        """Move the gripper (pointing down) to a named pose or an xyz position."""
+        speed = self.safety.speed_factor(speed_factor)
+        if pose_name == "home":
+            return self.skill_go_home(speed)
+        target = self._named_pose(pose_name) if pose_name else np.asarray(position, float)
+        if target is None or target.shape != (3,):
+            raise PlaceFailedError("move_to needs a pose name or an [x, y, z] position")
+        self._stage("move", 0.1)
+        self._move_joint_space(target, 0.0, speed)
+        self._stage("done", 1.0)
+        return {}
+
+    def skill_go_home(self, speed_factor: float = 0.0) -> dict:
+        """Joint-space move to the configured home posture."""
+        speed = self.safety.speed_factor(speed_factor)
+        self._stage("home", 0.1)
+        self._execute(np.array(self.profile.home), speed)
+        return {}
+
+    def skill_gripper(self, close: bool) -> dict:
+        """Open or close; reports whether something is between the fingers."""
+        width = self._gripper(0.0 if close else self.profile.gripper.max_width)
+        holding = close and width >= self.profile.gripper.holding_min_width
+        if not close:
+            self.held = ""
+        return {"holding": holding, "width": width}
+
+    def skill_wait(self, duration: float = 0.0) -> dict:
+        """Stay still for ``duration`` seconds (0: return at once)."""
+        if duration < 0:
+            raise PlaceFailedError(f"duration must be >= 0, got {duration}")
+        end = time.monotonic() + duration
+        while time.monotonic() < end:
+            self._cancel.check()
+            time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+        return {}
+
+    # ------------------------------------------------------------------ helpers
+    def _stage(self, stage: str, progress: float) -> None:
+        self._cancel.check()
+        self._feedback(stage, progress)
+
+    def _object(self, name: str) -> ObjectInfo:
+        objects = self.source.objects()
+        if name in objects:
+            return objects[name]
+        known = ", ".join(sorted(objects)) or "none (is the object list being published?)"
+        raise UnknownObjectError(f"unknown object {name!r}; known: {known}")
+
+    def _named_pose(self, name: str) -> np.ndarray:
+        poses = self.profile.skills.named_poses
+        if name not in poses:
+            raise UnknownObjectError(f"unknown pose {name!r}; known: home, {', '.join(sorted(poses))}")
+        return np.array(poses[name])
+
+    def _place_target(self, held: ObjectInfo, target_name: str, point: tuple[float, float] | None) -> tuple[np.ndarray, float, str]:
+        """xy of the place point, the height the held object's centre rests at, and a label."""
+        half = held.size[2] / 2
+        if target_name:
+            if target_name == held.name:
+                raise PlaceFailedError(f"cannot put {held.name!r} on itself; name a different target")
+            target = self._object(target_name)
+            if target.category == "bowl":
+                return target.position[:2].copy(), target.position[2] + 0.006 + half, target.name
+            top = target.position[2] + target.size[2] / 2
+            return target.position[:2].copy(), top + half, target.name
+        if point is None or len(point) < 2:
+            raise PlaceFailedError("place needs a target name or an [x, y] point")
+        xy = np.asarray(point[:2], float)
+        return xy, half, f"({xy[0]:.3f}, {xy[1]:.3f})"
+
+    def _refresh_held(self) -> None:
+        """Forget a held object once the fingers say nothing is there."""
+        if self.held and self.arm.gripper_width() < self.profile.gripper.holding_min_width:
+            self.held = ""
+
+    def _gripper(self, width: float) -> float:
+        """Command a width, wait until the fingers stop, return the reached width."""
+        self.arm.send_gripper(width, self.profile.gripper.effort)
+        deadline = self.arm.now() + 2.0
+        last, still = self.arm.gripper_width(), 0
+        while self.arm.now() < deadline:
+            self._cancel.check()
+            self.arm.sleep(0.02)
+            now = self.arm.gripper_width()
+            still = still + 1 if abs(now - last) < 2e-4 else 0
+            last = now
+            if still >= 4 and (abs(now - width) < 2e-3 or width == 0.0):
+                break
+        return last
+
+    def _move_joint_space(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
+        self.safety.check_point(xyz)
+        q = self.kin.ik(xyz, self.kin.grasp_orientation(yaw), self.arm.joint_positions())
+        self._execute(q, speed or self.profile.safety.default_speed_factor)
+
+    def _move_line(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
+        """Straight-line gripper motion through IK waypoints every CARTESIAN_STEP."""
+        self.safety.check_point(xyz)
+        q0 = self.arm.joint_positions()
+        start, _ = self.kin.fk(q0)
+        steps = max(1, int(math.ceil(np.linalg.norm(xyz - start) / CARTESIAN_STEP)))
+        orientation = self.kin.grasp_orientation(yaw)
+        path, q = [q0], q0
+        for k in range(1, steps + 1):
+            q = self.kin.ik(start + (xyz - start) * k / steps, orientation, q)
+            path.append(q)
+        self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor)
+
+    def _execute(self, q_goal: np.ndarray, speed: float) -> None:
+        self._execute_path(np.array([self.arm.joint_positions(), q_goal]), speed)
+
+    def _execute_path(self, path: np.ndarray, speed: float) -> None:
+        """Time, check and send a joint path, then wait until the arm has reached its end."""
+        self.kin.check_limits(path[-1])
+        traj = time_path(self.profile.arm_joints, path, self.kin.max_velocity, speed)
+        self.safety.check_trajectory(path[0], traj)
+        self.arm.send_trajectory(traj.joint_names, traj.times, traj.positions)
+        goal = traj.positions[-1]
+        tol = self.profile.skills.position_tolerance
+        start = self.arm.now()
+        deadline = start + traj.duration + self.profile.skills.motion_timeout_margin
+        while True:
+            self._cancel.check()
+            self.arm.sleep(0.01)
+            if self.arm.now() - start >= traj.duration and np.max(np.abs(self.arm.joint_positions() - goal)) < tol:
+                return
+            if self.arm.now() > deadline:
+                err = float(np.max(np.abs(self.arm.joint_positions() - goal)))
+                raise MotionTimeoutError(
+                    f"the arm did not reach its goal within {traj.duration + self.profile.skills.motion_timeout_margin:.1f} s "
+                    f"(still {err:.3f} rad away); check the controller and for obstacles, then retry"
+                )
+
+
+def _grasp_yaw(yaw: float) -> float:
+    """A block's yaw folded into [-pi/4, pi/4]: the four faces are equivalent for a parallel gripper."""
+    return float((yaw + math.pi / 4) % (math.pi / 2) - math.pi / 4)
