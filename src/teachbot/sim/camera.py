@@ -78,6 +78,22 @@ class CameraSpec:
         return eye + rot @ (ray * depth)
 
 
+def quaternion_from_matrix(rot: np.ndarray) -> np.ndarray:
+    """(x, y, z, w) quaternion of a proper rotation matrix."""
+    m = np.asarray(rot, float)
+    trace = np.trace(m)
+    if trace > 0:
+        s = 2.0 * math.sqrt(trace + 1.0)
+        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, s / 4]
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
+        q = [0.0, 0.0, 0.0, (m[k, j] - m[j, k]) / s]
+        q[i], q[j], q[k] = s / 4, (m[j, i] + m[i, j]) / s, (m[k, i] + m[i, k]) / s
+    return np.array(q) / np.linalg.norm(q)
+
+
 @dataclass
 class CameraFrame:
     rgb: np.ndarray  # (H, W, 3) uint8

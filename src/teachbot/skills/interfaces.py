@@ -9,6 +9,7 @@ PyBullet world.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -71,9 +72,10 @@ class ObjectSource(Protocol):
 class CancelToken:
     """Set by a cancel request or the emergency stop; skills check it between control steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, poll: Callable[[], bool] | None = None) -> None:
         self._event = threading.Event()
         self._error: TeachbotError | None = None
+        self._poll = poll  # e.g. "has the action client asked to cancel?"
 
     def cancel(self, emergency: bool = False) -> None:
         if emergency:
@@ -84,9 +86,11 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
+        if not self._event.is_set() and self._poll is not None and self._poll():
+            self.cancel()
         return self._event.is_set()
 
     def check(self) -> None:
         """Raise the cancel reason when set."""
-        if self._event.is_set():
+        if self.cancelled:
             raise self._error or CanceledError("canceled")

@@ -142,7 +142,7 @@ class SkillLibrary:
         self._stage("retreat", 0.85)
         self._move_line(carry, yaw)
         self._stage("verify", 0.95)
-        self.arm.sleep(sk.settle_time)
+        self._settle(sk.settle_time)
         placed = self._object(name)
         error = float(np.hypot(*(placed.position[:2] - xy)))
         fell = placed.position[2] < rest_z - placed.size[2] / 2 - 0.01 or placed.position[2] > rest_z + placed.size[2]
@@ -265,17 +265,24 @@ class SkillLibrary:
     def _gripper(self, width: float) -> float:
         """Command a width, wait until the fingers stop, return the reached width."""
         self.arm.send_gripper(width, self.profile.gripper.effort)
-        deadline = self.arm.now() + 2.0
+        deadline = time.monotonic() + 2.0 + self.profile.skills.motion_timeout_margin
         last, still = self.arm.gripper_width(), 0
-        while self.arm.now() < deadline:
+        while time.monotonic() < deadline:
             self._cancel.check()
-            self.arm.sleep(0.02)
+            self.arm.sleep(0.005)
             now = self.arm.gripper_width()
             still = still + 1 if abs(now - last) < 2e-4 else 0
             last = now
             if still >= 4 and (abs(now - width) < 2e-3 or width == 0.0):
                 break
         return last
+
+    def _settle(self, seconds: float) -> None:
+        """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
+        start, deadline = self.arm.now(), time.monotonic() + seconds + self.profile.skills.motion_timeout_margin
+        while self.arm.now() - start < seconds and time.monotonic() < deadline:
+            self._cancel.check()
+            self.arm.sleep(0.005)
 
     def _move_joint_space(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
         self.safety.check_point(xyz)
@@ -306,14 +313,16 @@ class SkillLibrary:
         self.arm.send_trajectory(traj.joint_names, traj.times, traj.positions)
         goal = traj.positions[-1]
         tol = self.profile.skills.position_tolerance
+        # completion is judged on the arm's clock (simulated time may run faster than the wall);
+        # the give-up deadline is wall time, so a frozen simulator or driver cannot hang the skill
         start = self.arm.now()
-        deadline = start + traj.duration + self.profile.skills.motion_timeout_margin
+        deadline = time.monotonic() + traj.duration + self.profile.skills.motion_timeout_margin
         while True:
             self._cancel.check()
-            self.arm.sleep(0.01)
+            self.arm.sleep(0.005)
             if self.arm.now() - start >= traj.duration and np.max(np.abs(self.arm.joint_positions() - goal)) < tol:
                 return
-            if self.arm.now() > deadline:
+            if time.monotonic() > deadline:
                 err = float(np.max(np.abs(self.arm.joint_positions() - goal)))
                 raise MotionTimeoutError(
                     f"the arm did not reach its goal within {traj.duration + self.profile.skills.motion_timeout_margin:.1f} s "

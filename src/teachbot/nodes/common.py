@@ -1,0 +1,81 @@
+"""Small helpers every teachbot node shares: QoS profiles, start-up checks, the main() runner."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from teachbot.ros_env import configure_loopback
+
+SENSOR_QOS = qos_profile_sensor_data  # camera images: best effort, latest only
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+# state a late joiner needs at once (object list, world state): reliable, last sample kept for it
+LATCHED_QOS = QoSProfile(
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    history=HistoryPolicy.KEEP_LAST,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+
+class DuplicateNodeError(RuntimeError):
+    """Another node of the same name is already running in this ROS domain."""
+
+
+def refuse_duplicate(node: Node, wait: float = 0.4) -> None:
+    """Raise DuplicateNodeError when a node with this node's full name is already on the graph."""
+    deadline = time.monotonic() + wait
+    full = node.get_fully_qualified_name()
+    while time.monotonic() < deadline:
+        names = [ns.rstrip("/") + "/" + n for n, ns in node.get_node_names_and_namespaces()]
+        if names.count(full) > 1:
+            domain = os.environ.get("ROS_DOMAIN_ID", "0")
+            raise DuplicateNodeError(
+                f"a node named {full} is already running in ROS_DOMAIN_ID={domain}; stop it or start this one "
+                f"under another name (--ros-args -r __node:={node.get_name()}_2)"
+            )
+        time.sleep(0.05)
+
+
+def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = None, threads: int = 4) -> int:
+    """Initialise rclpy, build the nodes, spin them on one multi-threaded executor, shut down cleanly.
+
+    Returns a process exit status; a configuration error is printed as one line, not a traceback.
+    """
+    if os.environ.get("TEACHBOT_LOOPBACK", "1") != "0":
+        configure_loopback(reserve_domain=False)
+    rclpy.init(args=args)
+    nodes: list[Node] = []
+    status = 0
+    try:
+        for factory in factories:
+            nodes.append(factory())
+        executor = MultiThreadedExecutor(num_threads=threads)
+        for node in nodes:
+            executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception as exc:  # noqa: BLE001 - a node that cannot start says why in one line
+        from teachbot.errors import TeachbotError
+
+        if not isinstance(exc, (TeachbotError, DuplicateNodeError)):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        status = 2
+    finally:
+        for node in nodes:
+            close = getattr(node, "close", None)
+            if close:
+                close()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return status

@@ -1,0 +1,220 @@
+"""ROS 2 node ``sim``: the PyBullet world behind the topics a real arm and camera driver would offer.
+
+In:  arm_controller/joint_trajectory (trajectory_msgs/JointTrajectory), gripper_controller/command.
+Out: joint_states, clock, camera/{color,depth}/image_raw, camera/color/camera_info, camera/pose,
+     camera/segmentation, sim/objects (ground truth as an object list).
+Sim only: services sim/get_world_state and sim/reset.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from teachbot_interfaces.msg import GripperCommand, ObjectList
+from teachbot_interfaces.srv import GetWorldState, ResetScene
+from trajectory_msgs.msg import JointTrajectory
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.errors import TeachbotError
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.convert import camera_info_msg, detected_object_msg, image_msg, object_state_msg, pose_msg
+from teachbot.robot_profile import RobotProfile
+from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
+from teachbot.sim.scene import SceneSpec, TabletopConfig, generate_scene, load_scene_file, scene_from_yaml
+from teachbot.sim.world import TabletopWorld
+
+MAX_WALL_PUBLISH_RATE = 250.0  # Hz: faster-than-real-time runs do not flood subscribers
+
+
+def _stamp(seconds: float) -> Time:
+    return Time(sec=int(seconds), nanosec=int((seconds % 1) * 1e9))
+
+
+class SimNode(Node):
+    """Owns a :class:`TabletopWorld` and steps it in a physics thread."""
+
+    def __init__(self, **overrides: object) -> None:
+        super().__init__("sim")
+        refuse_duplicate(self)
+        self.declare_parameter("robot_profile", "panda_sim")
+        self.declare_parameter("config", "sim")
+        cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))
+        sim, cam = cfg.get("sim", {}), cfg.get("camera", {})
+        defaults = {
+            "real_time_factor": float(sim.get("real_time_factor", 1.0)),
+            "time_step": float(sim.get("time_step", 1 / 240)),
+            "joint_state_rate": float(sim.get("joint_state_rate", 100.0)),
+            "object_rate": float(sim.get("object_rate", 20.0)),
+            "grasp_assist": bool(sim.get("grasp_assist", True)),
+            "gui": bool(sim.get("gui", False)),
+            "seed": int(sim.get("seed", 0)),
+            "scene_file": str(sim.get("scene_file", "")),
+            "camera_enabled": bool(cam.get("enabled", True)),
+            "camera_rate": float(cam.get("rate", 5.0)),
+            "camera_width": int(cam.get("width", 640)),
+            "camera_height": int(cam.get("height", 480)),
+        }
+        defaults.update({k: v for k, v in overrides.items() if k in defaults})
+        p = {k: self.declare_parameter(k, v).value for k, v in defaults.items()}
+        self.rtf = float(p["real_time_factor"])
+        self.camera = CameraSpec.from_config({**cam, "width": p["camera_width"], "height": p["camera_height"], "rate": p["camera_rate"]})
+        self.camera_enabled = bool(p["camera_enabled"]) and self.camera.rate > 0
+        self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))
+        self.table = TabletopConfig.load()
+        self.world = TabletopWorld(self.profile, self.table, gui=bool(p["gui"]), time_step=float(p["time_step"]),
+                                   grasp_assist=bool(p["grasp_assist"]))
+        self.lock = threading.RLock()
+        scene = load_scene_file(str(p["scene_file"]), self.table) if p["scene_file"] else generate_scene(int(p["seed"]), self.table)
+        self.world.reset(scene)
+        self.periods = {"joints": 1.0 / float(p["joint_state_rate"]), "objects": 1.0 / float(p["object_rate"]),
+                        "camera": 1.0 / self.camera.rate if self.camera_enabled else float("inf")}
+
+        topics = self.profile.topics
+        self.joint_pub = self.create_publisher(JointState, topics["joint_states"], COMMAND_QOS)
+        self.objects_pub = self.create_publisher(ObjectList, "sim/objects", LATCHED_QOS)
+        self.clock_pub = self.create_publisher(Clock, "clock", COMMAND_QOS)
+        self.color_pub = self.create_publisher(Image, "camera/color/image_raw", SENSOR_QOS)
+        self.depth_pub = self.create_publisher(Image, "camera/depth/image_raw", SENSOR_QOS)
+        self.seg_pub = self.create_publisher(Image, "camera/segmentation", SENSOR_QOS)
+        self.info_pub = self.create_publisher(CameraInfo, "camera/color/camera_info", LATCHED_QOS)
+        self.camera_pose_pub = self.create_publisher(PoseStamped, "camera/pose", LATCHED_QOS)
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(JointTrajectory, topics["joint_trajectory"], self.on_trajectory, COMMAND_QOS, callback_group=group)
+        self.create_subscription(GripperCommand, topics["gripper_command"], self.on_gripper, COMMAND_QOS, callback_group=group)
+        self.create_service(GetWorldState, "sim/get_world_state", self.on_get_world_state, callback_group=group)
+        self.create_service(ResetScene, "sim/reset", self.on_reset, callback_group=group)
+        self._publish_camera_pose()
+        self._running = True
+        self._thread = threading.Thread(target=self._physics_loop, name="sim-physics", daemon=True)
+        self._thread.start()
+        self.get_logger().info(
+            f"sim ready: {len(scene.objects)} objects ({', '.join(scene.names())}), "
+            f"real_time_factor={self.rtf:g}, camera={'on' if self.camera_enabled else 'off'}"
+        )
+
+    # ------------------------------------------------------------ physics thread
+    def _physics_loop(self) -> None:
+        dt = self.world.time_step
+        due = {k: 0.0 for k in self.periods}
+        wall_last = {k: 0.0 for k in self.periods}
+        wall0, sim0 = time.monotonic(), self.world.sim_time
+        while self._running:
+            with self.lock:
+                self.world.step(1)
+                now = self.world.sim_time
+            if now < sim0:  # reset rewound the clock
+                wall0, sim0, due = time.monotonic(), now, {k: 0.0 for k in self.periods}
+            wall = time.monotonic()
+            for kind, period in self.periods.items():
+                if now >= due[kind] and wall - wall_last[kind] >= 1.0 / MAX_WALL_PUBLISH_RATE:
+                    due[kind] = now + period
+                    wall_last[kind] = wall
+                    self._publish(kind, now)
+            rtf = self.rtf
+            if rtf > 0:
+                ahead = (now - sim0) / rtf - (time.monotonic() - wall0)
+                if ahead > 0:
+                    time.sleep(min(ahead, 0.05))
+            else:  # as fast as possible; yield the GIL now and then so ROS callbacks run
+                wall0, sim0 = time.monotonic(), now
+                if int(now / dt) % 20 == 0:
+                    time.sleep(0.0001)
+
+    def _publish(self, kind: str, now: float) -> None:
+        stamp = _stamp(now)
+        if kind == "joints":
+            with self.lock:
+                names, q, qd, eff = self.world.joint_state()
+            msg = JointState(name=names, position=q.tolist(), velocity=qd.tolist(), effort=eff.tolist())
+            msg.header.stamp = stamp
+            self.joint_pub.publish(msg)
+            self.clock_pub.publish(Clock(clock=stamp))
+        elif kind == "objects":
+            with self.lock:
+                objects = self.world.objects()
+            msg = ObjectList(objects=[detected_object_msg(o, i) for i, o in enumerate(objects)])
+            msg.header.frame_id, msg.header.stamp = "base", stamp
+            self.objects_pub.publish(msg)
+        elif kind == "camera":
+            with self.lock:
+                frame = self.world.render(self.camera)
+            fid = self.camera.frame_id
+            self.color_pub.publish(image_msg(frame.rgb, "rgb8", fid, stamp))
+            self.depth_pub.publish(image_msg(frame.depth, "32FC1", fid, stamp))
+            self.seg_pub.publish(image_msg(frame.segmentation, "32SC1", fid, stamp))
+            self.info_pub.publish(camera_info_msg(self.camera, stamp))
+
+    def _publish_camera_pose(self) -> None:
+        rot, eye = self.camera.pose()
+        msg = PoseStamped()
+        msg.header.frame_id = "base"
+        msg.pose = pose_msg(eye, quaternion_from_matrix(rot))
+        self.camera_pose_pub.publish(msg)
+
+    # ------------------------------------------------------------ controller interface
+    def on_trajectory(self, msg: JointTrajectory) -> None:
+        times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+        try:
+            with self.lock:
+                if not msg.points:
+                    self.world.hold()  # an empty trajectory stops the arm, as with ros2_control
+                else:
+                    self.world.command_trajectory(list(msg.joint_names), times, [list(p.positions) for p in msg.points])
+        except TeachbotError as exc:
+            self.get_logger().error(f"rejected trajectory: {exc}")
+
+    def on_gripper(self, msg: GripperCommand) -> None:
+        with self.lock:
+            self.world.command_gripper(msg.position, msg.max_effort)
+
+    # ------------------------------------------------------------ simulator services
+    def on_get_world_state(self, request: GetWorldState.Request, response: GetWorldState.Response) -> GetWorldState.Response:
+        with self.lock:
+            objects = self.world.objects()
+            names, q, qd, eff = self.world.joint_state()
+            response.held_object = self.world.held_object()
+            response.sim_time = self.world.sim_time
+            scene = self.world.scene
+        response.objects = [object_state_msg(o) for o in objects]
+        response.joints = JointState(name=names, position=q.tolist(), velocity=qd.tolist(), effort=eff.tolist())
+        response.seed = scene.seed if scene is not None and scene.seed is not None else -1
+        return response
+
+    def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
+        try:
+            scene: SceneSpec = (
+                scene_from_yaml(request.scene_yaml, self.table, source="reset request")
+                if request.scene_yaml.strip() else generate_scene(int(request.seed), self.table)
+            )
+            with self.lock:
+                self.world.reset(scene)
+                objects = self.world.objects()
+        except TeachbotError as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        response.success = True
+        response.message = f"scene with {len(objects)} objects: {', '.join(o.name for o in objects)}"
+        response.objects = [object_state_msg(o) for o in objects]
+        return response
+
+    def close(self) -> None:
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        self.world.close()
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run teachbot sim``."""
+    return run_nodes([SimNode], args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""A facade over the skills' actions and the simulator's services, for callers that are not nodes.
+
+In the manner of nav2_simple_commander, but every wait has an overall timeout and a failure is a
+:class:`~teachbot.errors.TeachbotError` (or a result with a message), never ``None`` plus hidden state.
+The node it owns must be spun by an executor (the caller's, or :meth:`SkillClient.spin_in_background`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rclpy.action import ActionClient
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from std_msgs.msg import Bool
+from teachbot_interfaces.msg import SkillResult
+from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
+
+from teachbot.errors import ControllerError, MotionTimeoutError
+from teachbot.nodes.common import COMMAND_QOS
+from teachbot.nodes.skills_node import SKILLS
+
+
+@dataclass
+class SkillHandle:
+    """A goal in flight: wait for it, read its feedback, or cancel it."""
+
+    name: str
+    goal_handle: Any
+    feedback: list[tuple[str, float]]
+
+    def cancel(self, timeout: float = 5.0) -> None:
+        _wait_future(self.goal_handle.cancel_goal_async(), timeout, f"cancel of {self.name}")
+
+    def result(self, timeout: float) -> SkillResult:
+        response = _wait_future(self.goal_handle.get_result_async(), timeout, f"result of {self.name}")
+        return response.result.result
+
+
+def _wait_future(future: Any, timeout: float, what: str) -> Any:
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout):
+        raise MotionTimeoutError(f"no answer for {what} within {timeout:.0f} s; is the node running?")
+    return future.result()
+
+
+class SkillClient:
+    """Action clients for every skill plus the sim services and the emergency stop publisher."""
+
+    def __init__(self, node: Node, estop_topic: str = "/emergency_stop") -> None:
+        self.node = node
+        self._clients = {name: ActionClient(node, action_type, f"skills/{name}") for name, (action_type, _) in SKILLS.items()}
+        self._world = node.create_client(GetWorldState, "sim/get_world_state")
+        self._reset = node.create_client(ResetScene, "sim/reset")
+        self._release = node.create_client(ReleaseHandover, "skills/release_handover")
+        self._estop = node.create_publisher(Bool, estop_topic, COMMAND_QOS)
+        self._executor: MultiThreadedExecutor | None = None
+
+    def spin_in_background(self) -> None:
+        """Spin the client's node on a private executor thread."""
+        self._executor = MultiThreadedExecutor(num_threads=2)
+        self._executor.add_node(self.node)
+        threading.Thread(target=self._executor.spin, daemon=True, name="skill-client").start()
+
+    def wait_ready(self, timeout: float = 10.0, sim: bool = True) -> None:
+        """Block until every action server (and the sim services) is discovered."""
+        deadline = time.monotonic() + timeout
+        pending = list(self._clients.values()) + ([self._world, self._reset] if sim else [])
+        while pending:
+            pending = [c for c in pending if not (c.server_is_ready() if isinstance(c, ActionClient) else c.service_is_ready())]
+            if pending and time.monotonic() > deadline:
+                raise ControllerError(f"{len(pending)} skill servers/services not up after {timeout:.0f} s; start the skills and sim nodes")
+            time.sleep(0.01)
+
+    def send(self, name: str, timeout: float = 5.0, **fields: Any) -> SkillHandle:
+        """Send a goal; returns once the server has accepted it."""
+        action_type = SKILLS[name][0]
+        goal = action_type.Goal()
+        for key, value in fields.items():
+            if key in ("target_point", "position"):
+                point = getattr(goal, key)
+                point.x, point.y = float(value[0]), float(value[1])
+                point.z = float(value[2]) if len(value) > 2 else 0.0
+            else:
+                setattr(goal, key, value)
+        feedback: list[tuple[str, float]] = []
+        future = self._clients[name].send_goal_async(
+            goal, feedback_callback=lambda msg: feedback.append((msg.feedback.feedback.stage, msg.feedback.feedback.progress))
+        )
+        handle = _wait_future(future, timeout, f"goal {name}")
+        if not handle.accepted:
+            raise ControllerError(f"skill {name} rejected the goal")
+        return SkillHandle(name, handle, feedback)
+
+    def call(self, name: str, timeout: float = 60.0, **fields: Any) -> SkillResult:
+        """Send a goal and wait for its result."""
+        return self.send(name, **fields).result(timeout)
+
+    def world_state(self, timeout: float = 5.0) -> GetWorldState.Response:
+        return _wait_future(self._world.call_async(GetWorldState.Request()), timeout, "sim/get_world_state")
+
+    def reset(self, seed: int = 0, scene_yaml: str = "", timeout: float = 10.0) -> ResetScene.Response:
+        return _wait_future(self._reset.call_async(ResetScene.Request(seed=seed, scene_yaml=scene_yaml)), timeout, "sim/reset")
+
+    def release_handover(self, timeout: float = 5.0) -> ReleaseHandover.Response:
+        return _wait_future(self._release.call_async(ReleaseHandover.Request()), timeout, "skills/release_handover")
+
+    def emergency_stop(self, active: bool) -> None:
+        self._estop.publish(Bool(data=active))
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=1.0)

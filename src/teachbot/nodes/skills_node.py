@@ -1,0 +1,229 @@
+"""ROS 2 node ``skills``: the skill library behind one action server per skill.
+
+It commands the arm only through the controller topics of the robot profile (a trajectory and a
+gripper command out, joint states in), reads object positions from the profile's object topic, and
+obeys the emergency stop topic (std_msgs/Bool: true cancels every goal and holds position).
+Actions: skills/{pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait};
+service skills/release_handover.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+from teachbot_interfaces.action import GoHome, Gripper, Handover, MoveTo, Pick, Place, PutFirstOnSecond, Wait
+from teachbot_interfaces.msg import GripperCommand, ObjectList, SkillFeedback
+from teachbot_interfaces.srv import ReleaseHandover
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from teachbot.errors import ControllerError, ErrorCode
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.convert import object_info, skill_result
+from teachbot.robot_profile import RobotProfile
+from teachbot.skills.interfaces import CancelToken, ObjectInfo
+from teachbot.skills.library import SkillLibrary, SkillOutcome
+
+STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
+
+
+def _duration(seconds: float) -> Duration:
+    return Duration(sec=int(seconds), nanosec=int((seconds % 1) * 1e9))
+
+
+class RosArm:
+    """ArmInterface over the controller topics; clock is wall time."""
+
+    def __init__(self, node: Node, profile: RobotProfile, group: Any) -> None:
+        self.arm_joints = profile.arm_joints
+        self._fingers = profile.finger_joints
+        self._state: dict[str, float] = {}
+        self._stamp: float | None = None  # stamp of the latest joint state: the arm's own clock
+        self._have_state = threading.Event()
+        self._traj_pub = node.create_publisher(JointTrajectory, profile.topics["joint_trajectory"], COMMAND_QOS)
+        self._grip_pub = node.create_publisher(GripperCommand, profile.topics["gripper_command"], COMMAND_QOS)
+        node.create_subscription(JointState, profile.topics["joint_states"], self._on_state, COMMAND_QOS, callback_group=group)
+
+    def _on_state(self, msg: JointState) -> None:
+        self._state.update(zip(msg.name, msg.position))
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self._stamp = stamp if stamp > 0 else None
+        if all(n in self._state for n in self.arm_joints):
+            self._have_state.set()
+
+    def _wait_state(self) -> None:
+        if not self._have_state.wait(STATE_TIMEOUT):
+            raise ControllerError(
+                "no joint states from the arm; check that the robot driver (or the sim node) is running "
+                "and publishing the robot profile's joint_states topic"
+            )
+
+    def joint_positions(self) -> np.ndarray:
+        self._wait_state()
+        return np.array([self._state[n] for n in self.arm_joints])
+
+    def gripper_width(self) -> float:
+        self._wait_state()
+        return float(sum(self._state.get(n, 0.0) for n in self._fingers))
+
+    def send_trajectory(self, joint_names: tuple[str, ...], times: np.ndarray, positions: np.ndarray) -> None:
+        msg = JointTrajectory(joint_names=list(joint_names))
+        msg.points = [
+            JointTrajectoryPoint(positions=[float(v) for v in q], time_from_start=_duration(float(t)))
+            for t, q in zip(times, positions)
+        ]
+        self._traj_pub.publish(msg)
+
+    def send_gripper(self, width: float, effort: float) -> None:
+        self._grip_pub.publish(GripperCommand(position=float(width), max_effort=float(effort)))
+
+    def hold(self) -> None:
+        """An empty trajectory: the controller stops where it is (ros2_control semantics)."""
+        self._traj_pub.publish(JointTrajectory(joint_names=list(self.arm_joints)))
+
+    def now(self) -> float:
+        """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped."""
+        return self._stamp if self._stamp is not None else time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class RosObjects:
+    """ObjectSource over an ObjectList topic (simulator ground truth or perception)."""
+
+    def __init__(self, node: Node, topic: str, group: Any) -> None:
+        self._objects: dict[str, ObjectInfo] = {}
+        node.create_subscription(ObjectList, topic, self._on_objects, LATCHED_QOS, callback_group=group)
+
+    def _on_objects(self, msg: ObjectList) -> None:
+        self._objects = {o.name: object_info(o) for o in msg.objects}
+
+    def objects(self) -> dict[str, ObjectInfo]:
+        return dict(self._objects)
+
+
+# action type, skill name, goal -> keyword arguments of the skill
+SKILLS: dict[str, tuple[type, Callable[[Any], dict[str, Any]]]] = {
+    "pick": (Pick, lambda g: {"object_name": g.object_name}),
+    "place": (Place, lambda g: {"target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y)}),
+    "put_first_on_second": (PutFirstOnSecond, lambda g: {
+        "object_name": g.object_name, "target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y)}),
+    "handover": (Handover, lambda g: {"object_name": g.object_name, "timeout": g.timeout}),
+    "move_to": (MoveTo, lambda g: {
+        "pose_name": g.pose_name, "position": (g.position.x, g.position.y, g.position.z), "speed_factor": g.speed_factor}),
+    "gripper": (Gripper, lambda g: {"close": g.close}),
+    "go_home": (GoHome, lambda g: {"speed_factor": g.speed_factor}),
+    "wait": (Wait, lambda g: {"duration": g.duration}),
+}
+
+
+class SkillsNode(Node):
+    """Action servers for the skills; one skill runs at a time, the e-stop overrides everything."""
+
+    def __init__(self, robot_profile: str = "panda_sim") -> None:
+        super().__init__("skills")
+        refuse_duplicate(self)
+        self.declare_parameter("robot_profile", robot_profile)
+        self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))
+        state_group = MutuallyExclusiveCallbackGroup()
+        self.arm = RosArm(self, self.profile, state_group)
+        self.objects = RosObjects(self, self.profile.topics["objects"], state_group)
+        self.library = SkillLibrary(self.profile, self.arm, self.objects)
+        self._busy = threading.Lock()
+        self._running: tuple[str, CancelToken] | None = None
+        self._estop = False
+        self._release = threading.Event()
+        self.create_subscription(Bool, self.profile.topics["emergency_stop"], self.on_emergency_stop, COMMAND_QOS,
+                                 callback_group=state_group)
+        goals = ReentrantCallbackGroup()
+        self._servers = [
+            ActionServer(
+                self, action_type, f"skills/{name}", execute_callback=self._executor_for(name, action_type, to_kwargs),
+                goal_callback=lambda _goal: GoalResponse.ACCEPT, cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                callback_group=goals,
+            )
+            for name, (action_type, to_kwargs) in SKILLS.items()
+        ]
+        self.create_service(ReleaseHandover, "skills/release_handover", self.on_release_handover, callback_group=goals)
+        self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(SKILLS)}")
+
+    def _executor_for(self, name: str, action_type: type, to_kwargs: Callable[[Any], dict[str, Any]]) -> Callable:
+        def execute(goal_handle: Any) -> Any:
+            outcome = self._run(name, goal_handle, to_kwargs(goal_handle.request))
+            result = action_type.Result(result=skill_result(outcome))
+            if name == "gripper":
+                result.holding, result.width = outcome.holding, outcome.width
+            if outcome.success:
+                goal_handle.succeed()
+            elif outcome.code == ErrorCode.CANCELED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+            return result
+
+        return execute
+
+    def _run(self, name: str, goal_handle: Any, kwargs: dict[str, Any]) -> SkillOutcome:
+        if self._estop:
+            return SkillOutcome(False, ErrorCode.EMERGENCY_STOP,
+                                f"emergency stop is active; publish false on {self.profile.topics['emergency_stop']} to release it", 0.0)
+        if not self._busy.acquire(blocking=False):
+            running = self._running[0] if self._running else "another skill"
+            return SkillOutcome(False, ErrorCode.BUSY, f"skill {running!r} is running; wait for its result or cancel it", 0.0)
+        token = CancelToken(poll=lambda: goal_handle.is_cancel_requested)
+        self._running = (name, token)
+        try:
+            if name == "handover":
+                self._release.clear()
+                kwargs["release"] = self._release
+
+            def feedback(stage: str, progress: float) -> None:
+                goal_handle.publish_feedback(_feedback(name, stage, progress))
+
+            return self.library.run(name, cancel=token, feedback=feedback, **kwargs)
+        finally:
+            self._running = None
+            self._busy.release()
+
+    def on_emergency_stop(self, msg: Bool) -> None:
+        if msg.data and not self._estop:
+            self.get_logger().warning("emergency stop: cancelling all goals and holding position")
+        self._estop = bool(msg.data)
+        if self._estop:
+            running = self._running
+            if running is not None:
+                running[1].cancel(emergency=True)
+            self.arm.hold()
+
+    def on_release_handover(self, request: ReleaseHandover.Request, response: ReleaseHandover.Response) -> ReleaseHandover.Response:
+        running = self._running
+        if running is None or running[0] != "handover":
+            response.success, response.message = False, "no handover is running; start one with the handover action"
+        else:
+            self._release.set()
+            response.success, response.message = True, "releasing"
+        return response
+
+
+def _feedback(name: str, stage: str, progress: float) -> Any:
+    action_type = SKILLS[name][0]
+    return action_type.Feedback(feedback=SkillFeedback(stage=stage, progress=float(progress)))
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run teachbot skills``."""
+    return run_nodes([SkillsNode], args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""The sim and skills nodes composed in one process, for the CLI, tests and benchmarks.
+
+Where ``ros2 launch`` is available the same nodes run as separate processes (launch/sim.launch.py);
+here they share one MultiThreadedExecutor on a background thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+
+from teachbot.nodes.sim_node import SimNode
+from teachbot.nodes.skill_client import SkillClient
+from teachbot.nodes.skills_node import SkillsNode
+from teachbot.ros_env import configure_loopback
+
+
+class InProcessStack:
+    """Start with :meth:`start`, talk to it through :attr:`client`, end with :meth:`stop`."""
+
+    def __init__(self, robot_profile: str = "panda_sim", sim: bool = True, threads: int = 6, **sim_overrides: Any) -> None:
+        self.robot_profile = robot_profile
+        self.with_sim = sim
+        self.sim_overrides = sim_overrides
+        self.threads = threads
+        self.nodes: list[Any] = []
+        self.client: SkillClient | None = None
+        self._executor: MultiThreadedExecutor | None = None
+        self._thread: threading.Thread | None = None
+        self._owns_context = False
+
+    def start(self, wait: float = 15.0) -> SkillClient:
+        configure_loopback()
+        if not rclpy.ok():
+            rclpy.init()
+            self._owns_context = True
+        if self.with_sim:
+            self.nodes.append(SimNode(robot_profile=self.robot_profile, **self.sim_overrides) if False else SimNode(**self.sim_overrides))
+        self.nodes.append(SkillsNode(self.robot_profile))
+        client_node = rclpy.create_node("teachbot_client")
+        self.nodes.append(client_node)
+        self._executor = MultiThreadedExecutor(num_threads=self.threads)
+        for node in self.nodes:
+            self._executor.add_node(node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
+        self._thread.start()
+        self.client = SkillClient(client_node)
+        self.client.wait_ready(wait, sim=self.with_sim)
+        return self.client
+
+    def stop(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=2.0)
+        for node in self.nodes:
+            close = getattr(node, "close", None)
+            if close:
+                close()
+            node.destroy_node()
+        self.nodes.clear()
+        if self._owns_context and rclpy.ok():
+            rclpy.shutdown()
+
+    def __enter__(self) -> SkillClient:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+__all__ = ["InProcessStack", "Context"]
