@@ -40,8 +40,8 @@ def _stamp(seconds: float) -> Time:
 class SimNode(Node):
     """Owns a :class:`TabletopWorld` and steps it in a physics thread."""
 
-    def __init__(self, **overrides: object) -> None:
-        super().__init__("sim")
+    def __init__(self, namespace: str = "", **overrides: object) -> None:
+        super().__init__("sim", namespace=namespace)
         refuse_duplicate(self)
         self.declare_parameter("robot_profile", "panda_sim")
         self.declare_parameter("config", "sim")

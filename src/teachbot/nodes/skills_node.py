@@ -130,8 +130,8 @@ SKILLS: dict[str, tuple[type, Callable[[Any], dict[str, Any]]]] = {
 class SkillsNode(Node):
     """Action servers for the skills; one skill runs at a time, the e-stop overrides everything."""
 
-    def __init__(self, robot_profile: str = "panda_sim") -> None:
-        super().__init__("skills")
+    def __init__(self, robot_profile: str = "panda_sim", namespace: str = "") -> None:
+        super().__init__("skills", namespace=namespace)
         refuse_duplicate(self)
         self.declare_parameter("robot_profile", robot_profile)
         self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))

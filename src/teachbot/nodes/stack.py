@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import rclpy
-from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 
 from teachbot.nodes.sim_node import SimNode
@@ -39,7 +38,7 @@ class InProcessStack:
             rclpy.init()
             self._owns_context = True
         if self.with_sim:
-            self.nodes.append(SimNode(robot_profile=self.robot_profile, **self.sim_overrides) if False else SimNode(**self.sim_overrides))
+            self.nodes.append(SimNode(**self.sim_overrides))
         self.nodes.append(SkillsNode(self.robot_profile))
         client_node = rclpy.create_node("teachbot_client")
         self.nodes.append(client_node)
@@ -70,5 +69,3 @@ class InProcessStack:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-__all__ = ["InProcessStack", "Context"]

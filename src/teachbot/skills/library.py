@@ -160,9 +160,15 @@ class SkillLibrary:
             if target_name == object_name:
                 raise PlaceFailedError(f"cannot put {object_name!r} on itself; name a different target")
         self._refresh_held()
-        if self.held != object_name:
-            self.skill_pick(object_name)
-        return self.skill_place(target_name, target_point)
+        outer = self._feedback
+        try:
+            if self.held != object_name:
+                self._feedback = lambda stage, p: outer(stage, 0.5 * p)
+                self.skill_pick(object_name)
+            self._feedback = lambda stage, p: outer(stage, 0.5 + 0.5 * p)
+            return self.skill_place(target_name, target_point)
+        finally:
+            self._feedback = outer
 
     def skill_handover(self, object_name: str = "", timeout: float = 0.0, release: threading.Event | None = None) -> dict:
         """Bring an object to the human handover pose; open when ``release`` is set or after ``timeout``."""

@@ -1,0 +1,67 @@
+"""Shared fixtures. The loopback-only DDS environment and a private ROS_DOMAIN_ID are set at import,
+before any test initialises rclpy, so test runs never talk to the network or to each other."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from teachbot.ros_env import configure_loopback  # noqa: E402
+
+configure_loopback()
+
+
+@pytest.fixture(scope="session")
+def profile():
+    from teachbot.robot_profile import RobotProfile
+
+    return RobotProfile.load("panda_sim")
+
+
+@pytest.fixture(scope="session")
+def tabletop():
+    from teachbot.sim.scene import TabletopConfig
+
+    return TabletopConfig.load()
+
+
+@pytest.fixture(scope="module")
+def world(profile, tabletop):
+    from teachbot.sim.world import TabletopWorld
+
+    w = TabletopWorld(profile, tabletop)
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="session")
+def ros_context():
+    import rclpy
+
+    rclpy.init()
+    yield
+    rclpy.shutdown()
+
+
+@pytest.fixture(scope="session")
+def stack(ros_context):
+    """sim + skills nodes in this process, physics as fast as possible, camera off."""
+    from teachbot.nodes.stack import InProcessStack
+
+    s = InProcessStack(real_time_factor=0.0, camera_enabled=False)
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture()
+def client(stack):
+    """The stack's skill client with the e-stop released and the arm at home."""
+    c = stack.client
+    c.emergency_stop(False)
+    return c

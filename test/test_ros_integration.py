@@ -1,0 +1,121 @@
+"""Integration: real rclpy sim and skills nodes in this process, driven through their actions and services."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from teachbot_interfaces.msg import SkillResult
+
+from teachbot.sim.scene import generate_scene
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def objects(client):
+    return {o.name: o for o in client.world_state().objects}
+
+
+def joints(client):
+    return np.array(client.world_state().joints.position[:7])
+
+
+def test_world_state_and_reset_by_seed(client, tabletop):
+    reply = client.reset(seed=4)
+    assert reply.success, reply.message
+    expected = generate_scene(4, tabletop)
+    state = client.world_state()
+    assert state.seed == 4
+    assert sorted(o.name for o in state.objects) == sorted(expected.names())
+    for spec in expected.objects:
+        pose = objects(client)[spec.name].pose.position
+        assert [pose.x, pose.y] == pytest.approx(list(spec.position), abs=3e-3)
+    assert len(state.joints.name) == 9 and state.held_object == ""
+
+
+def test_reset_with_a_malformed_scene_reports_and_keeps_the_old_scene(client):
+    client.reset(seed=2)
+    before = sorted(objects(client))
+    reply = client.reset(scene_yaml="objects: [{category: block, color: teal, position: [0, -0.5]}]")
+    assert not reply.success and "color must be one of" in reply.message
+    assert sorted(objects(client)) == before
+
+
+def test_put_first_on_second_over_actions_with_feedback(client):
+    client.reset(seed=5)
+    handle = client.send("put_first_on_second", object_name="blue block", target_name="blue bowl")
+    result = handle.result(60)
+    assert result.success and result.code == SkillResult.SUCCESS, result.message
+    assert objects(client)["blue block"].supported_by == "blue bowl"
+    stages = [stage for stage, _ in handle.feedback]
+    assert "grasp" in stages and "release" in stages
+    progress = [p for _, p in handle.feedback]
+    assert progress == sorted(progress) and progress[-1] > 0.9
+
+
+def test_unknown_object_over_an_action(client):
+    client.reset(seed=0)
+    result = client.call("pick", object_name="cup")
+    assert not result.success and result.code == SkillResult.UNKNOWN_OBJECT
+    assert result.message.startswith("unknown object 'cup'; known: ")
+
+
+def test_second_goal_while_one_runs_is_refused_with_a_reason(client):
+    first = client.send("wait", duration=1.0)
+    time.sleep(0.2)
+    second = client.call("wait", duration=0.0)
+    assert second.code == SkillResult.BUSY and "skill 'wait' is running" in second.message
+    assert first.result(10).success
+
+
+def test_cancel_stops_a_skill(client):
+    handle = client.send("wait", duration=30.0)
+    time.sleep(0.2)
+    started = time.monotonic()
+    handle.cancel()
+    result = handle.result(10)
+    assert not result.success and result.code == SkillResult.CANCELED
+    assert time.monotonic() - started < 2.0
+
+
+def test_emergency_stop_halts_motion_and_blocks_new_goals(client):
+    client.reset(seed=1)
+    assert client.call("go_home").success
+    handle = client.send("move_to", position=(0.25, -0.3, 0.1), speed_factor=0.1)  # slow: about 10 s of motion
+    time.sleep(0.3)
+    client.emergency_stop(True)
+    result = handle.result(10)
+    assert not result.success and result.code == SkillResult.EMERGENCY_STOP
+    held = joints(client)
+    time.sleep(0.5)
+    assert np.max(np.abs(joints(client) - held)) < 0.01  # holding position
+    refused = client.call("go_home")
+    assert refused.code == SkillResult.EMERGENCY_STOP and "publish false" in refused.message
+    client.emergency_stop(False)
+    time.sleep(0.1)
+    assert client.call("go_home").success
+
+
+def test_gripper_action_reports_holding(client):
+    client.reset(seed=0)
+    closed = client.call("gripper", close=True)
+    assert closed.success
+    opened = client.call("gripper", close=False)
+    assert opened.success
+
+
+def test_handover_releases_when_told(client):
+    client.reset(seed=3)
+    name = next(n for n in objects(client) if n.endswith("block"))
+    handle = client.send("handover", object_name=name, timeout=30.0)
+    deadline = time.monotonic() + 30
+    while not any(stage == "waiting for human" for stage, _ in handle.feedback):
+        assert time.monotonic() < deadline, "handover never reached the person"
+        time.sleep(0.05)
+    held = objects(client)[name]
+    assert held.held and held.pose.position.z > 0.25
+    assert client.release_handover().success
+    result = handle.result(10)
+    assert result.success, result.message
+    assert not client.release_handover().success  # nothing running any more
