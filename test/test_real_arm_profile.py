@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import rclpy
+from fake_controller import FakeController
 from rclpy.executors import MultiThreadedExecutor
 from teachbot_interfaces.msg import DetectedObject, ObjectList, SkillResult
 
@@ -16,8 +17,6 @@ from teachbot.nodes.common import LATCHED_QOS
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodes.skills_node import SkillsNode
 from teachbot.robot_profile import RobotProfile
-
-from fake_controller import FakeController
 
 pytestmark = pytest.mark.timeout(120)
 

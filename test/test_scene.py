@@ -70,7 +70,10 @@ def test_example_scene_file_loads(tabletop):
         ("objects: [{category: block, color: teal, position: [0, -0.5]}]", "color must be one of"),
         ("objects: [{category: block, color: red, position: [0.9, -0.5]}]", "outside the workspace"),
         ("objects: [{category: block, color: red, position: [0]}]", "position must be [x, y]"),
-        ("objects: [{category: block, color: red, position: [0, -0.5]}, {category: block, color: red, position: [0.1, -0.5]}]", "duplicate name"),
+        (
+            "objects: [{category: block, color: red, position: [0, -0.5]}, {category: block, color: red, position: [0.1, -0.5]}]",
+            "duplicate name",
+        ),
         ("objects: [{category: block, color: red, position: [0, -0.5]}, {category: bowl, color: red, position: [0.02, -0.5]}]", "overlap"),
     ],
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from sensor_msgs.msg import CameraInfo, Image
-from teachbot_interfaces.msg import DetectedObject, ObjectState as ObjectStateMsg, SkillResult
+from teachbot_interfaces.msg import DetectedObject, SkillResult
+from teachbot_interfaces.msg import ObjectState as ObjectStateMsg
 
 from teachbot.sim.camera import CameraSpec
 from teachbot.sim.direct import yaw_of

@@ -141,7 +141,10 @@ class TabletopWorld:
             pb.removeBody(body, physicsClientId=self.client)
         self._objects.clear()
         for spec in scene.objects:
-            body, size = self._make_bowl(spec.color, spec.position) if spec.category == "bowl" else self._make_block(spec.color, spec.position, spec.yaw)
+            if spec.category == "bowl":
+                body, size = self._make_bowl(spec.color, spec.position)
+            else:
+                body, size = self._make_block(spec.color, spec.position, spec.yaw)
             self._objects[spec.name] = (body, spec.category, spec.color, size)
         self.scene = scene
         self.sim_time = 0.0
@@ -165,7 +168,7 @@ class TabletopWorld:
         """A fixed bowl: a thin floor plus a ring of wall boxes (no mesh file needed)."""
         r, h, w = self.table.bowl_radius, self.table.bowl_height, self.table.bowl_wall
         n = BOWL_WALL_SEGMENTS
-        types, halves, frames, orns = [pb.GEOM_BOX], [[r, r, 0.003]], [[0, 0, 0.003]], [[0, 0, 0, 1]]
+        types, halves, frames, orns = [pb.GEOM_BOX], [[0.72 * r, 0.72 * r, 0.003]], [[0, 0, 0.003]], [[0, 0, 0, 1]]
         seg = math.pi * r / n * 1.1
         for k in range(n):
             a = 2 * math.pi * k / n
@@ -189,7 +192,9 @@ class TabletopWorld:
             raise ControllerError("trajectory needs as many points as time stamps, and at least one")
         unknown = [n for n in joint_names if n not in self.profile.arm_joints]
         if unknown:
-            raise ControllerError(f"trajectory names joints {unknown} this arm controller does not have; expected {list(self.profile.arm_joints)}")
+            raise ControllerError(
+                f"trajectory names joints {unknown} this arm controller does not have; expected {list(self.profile.arm_joints)}"
+            )
         if any(len(p) != len(joint_names) for p in positions) or any(b <= a for a, b in zip(times, times[1:])) or times[0] < 0:
             raise ControllerError("trajectory points must have one position per joint and strictly increasing times")
         indices = [self.joint_index[n] for n in joint_names]
