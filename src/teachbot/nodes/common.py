@@ -37,7 +37,6 @@ def refuse_duplicate(node: Node, wait: float = 0.4) -> None:
         names = [ns.rstrip("/") + "/" + n for n, ns in node.get_node_names_and_namespaces()]
         if names.count(full) > 1:
             domain = os.environ.get("ROS_DOMAIN_ID", "0")
-            node.destroy_node()  # the caller never gets this half-built node to clean up
             raise DuplicateNodeError(
                 f"a node named {full} is already running in ROS_DOMAIN_ID={domain}; stop it or start this one "
                 f"under another name (--ros-args -r __node:={node.get_name()}_2)"
