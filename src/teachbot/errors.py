@@ -43,6 +43,10 @@ class SceneSpecError(TeachbotError):
     """A scene description (YAML or seed request) cannot be built."""
 
 
+class InvalidArgumentError(TeachbotError):
+    code = ErrorCode.INVALID_ARGUMENT
+
+
 class UnknownObjectError(TeachbotError):
     code = ErrorCode.UNKNOWN_OBJECT
 
@@ -111,6 +115,7 @@ _BY_CODE = {
         CanceledError,
         MotionTimeoutError,
         ControllerError,
+        InvalidArgumentError,
     )
 }
 

@@ -20,6 +20,7 @@ from teachbot.errors import (
     AlreadyHoldingError,
     ErrorCode,
     GraspFailedError,
+    InvalidArgumentError,
     MotionTimeoutError,
     NotHoldingError,
     PlaceFailedError,
@@ -198,7 +199,7 @@ class SkillLibrary:
             return self.skill_go_home(speed)
         target = self._named_pose(pose_name) if pose_name else np.asarray(position, float)
         if target is None or target.shape != (3,):
-            raise PlaceFailedError("move_to needs a pose name or an [x, y, z] position")
+            raise InvalidArgumentError("move_to needs a pose name or an [x, y, z] position")
         self._stage("move", 0.1)
         self._move_joint_space(target, 0.0, speed)
         self._stage("done", 1.0)
@@ -222,7 +223,7 @@ class SkillLibrary:
     def skill_wait(self, duration: float = 0.0) -> dict:
         """Stay still for ``duration`` seconds (0: return at once)."""
         if duration < 0:
-            raise PlaceFailedError(f"duration must be >= 0, got {duration}")
+            raise InvalidArgumentError(f"duration must be >= 0 seconds, got {duration}")
         end = time.monotonic() + duration
         while time.monotonic() < end:
             self._cancel.check()
@@ -259,7 +260,7 @@ class SkillLibrary:
             top = target.position[2] + target.size[2] / 2
             return target.position[:2].copy(), top + half, target.name
         if point is None or len(point) < 2:
-            raise PlaceFailedError("place needs a target name or an [x, y] point")
+            raise InvalidArgumentError("place needs a target name or an [x, y] point")
         xy = np.asarray(point[:2], float)
         return xy, half, f"({xy[0]:.3f}, {xy[1]:.3f})"
 
