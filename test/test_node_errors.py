@@ -11,6 +11,7 @@ import pytest
 
 from teachbot.errors import ConfigError
 from teachbot.robot_profile import RobotProfile
+from teachbot.ros_env import reserve_domain_id
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_PROFILE = ROOT / "config" / "robots" / "panda_sim.yaml"
@@ -41,7 +42,8 @@ def test_unknown_profile_name():
 
 def test_node_started_with_a_bad_profile_exits_with_one_line(tmp_path):
     path = bad_profile(tmp_path, "pybullet_data:franka_panda/panda.urdf", "/nowhere/arm.urdf")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    # a domain of its own: this test process may run a /skills node already
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ROS_DOMAIN_ID": str(reserve_domain_id())}
     proc = subprocess.run(
         [sys.executable, "-m", "teachbot.nodes.skills_node", "--ros-args", "-p", f"robot_profile:={path}"],
         capture_output=True, text=True, timeout=60, env=env,

@@ -60,7 +60,7 @@ def test_colcon_stock_workspace_layout(tmp_path: Path) -> None:
     clone = tmp_path / "ws" / "src" / "teachbot"
     shutil.copytree(
         ROOT, clone, symlinks=True,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "install", "log", "__pycache__",
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "install", "log", "out", "__pycache__",
                                       "*.egg-info", ".pytest_cache", ".ruff_cache"),
     )
     ws = tmp_path / "ws"
@@ -116,6 +116,19 @@ def test_console_scripts_installed_by_setup() -> None:
         assert (BIN / name).is_file(), f"{BIN / name} missing: run make setup"
 
 
+def test_make_setup_is_up_to_date() -> None:
+    """After `make setup`, every stamp is current: a second `make setup` has nothing to do."""
+    venv = Path(sys.prefix)
+    if not (venv / ".stamps").is_dir():
+        pytest.skip(f"{venv} was not created by `make setup`")
+    result = subprocess.run(
+        ["make", "-q", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 0, "make setup would rebuild something:\n" + subprocess.run(
+        ["make", "-n", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    ).stdout
+
+
 def test_ros_wheel_cmake_exports_point_at_this_venv() -> None:
     """tools/fix_ros_wheel_cmake.py ran: no exported target names the manylinux build paths."""
     result = subprocess.run(
@@ -155,6 +168,18 @@ def test_dockerfile_passes_hadolint() -> None:
     result = subprocess.run(
         [str(hadolint), "--no-color", str(ROOT / "docker" / "Dockerfile")],
         capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_shell_scripts_pass_shellcheck() -> None:
+    """The setup and CI scripts are shellcheck-clean (shellcheck comes from requirements/base.txt)."""
+    shellcheck = BIN / "shellcheck"
+    assert shellcheck.is_file(), "shellcheck missing from the venv: run make setup"
+    scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tools").glob("*.sh")) + [".ci/run"]
+    result = subprocess.run(
+        [str(shellcheck), "--external-sources", *scripts],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -35,7 +35,7 @@ def real_arm(ros_context):
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     client = SkillClient(client_node, estop_topic=profile.topics["emergency_stop"])
-    client.wait_ready(10, sim=False)
+    client.wait_ready(30, sim=False)
     yield profile, controller, client, objects_pub
     executor.shutdown(timeout_sec=2)
     for node in (controller, skills, client_node, perception):
@@ -93,7 +93,10 @@ def test_emergency_stop_on_the_profile_topic(real_arm):
     client.emergency_stop(True)
     result = handle.result(10)
     assert result.code == SkillResult.EMERGENCY_STOP
-    assert len(controller.trajectories[-1].points) == 0  # the hold command
+    deadline = time.monotonic() + 2.0
+    while len(controller.trajectories[-1].points) != 0:  # the hold command is the last one received
+        assert time.monotonic() < deadline, "no hold command reached the controller"
+        time.sleep(0.01)
     q = controller.q.copy()
     time.sleep(0.3)
     assert np.max(np.abs(controller.q - q)) < 1e-6

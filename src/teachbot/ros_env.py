@@ -17,7 +17,7 @@ from typing import IO
 from teachbot.paths import config_path
 
 DOMAIN_RANGE = range(1, 101)  # ids whose DDS ports are valid on Linux with many participants
-_held_lock: IO[str] | None = None
+_held_locks: list[IO[str]] = []  # every id this process reserved stays locked until it exits
 
 
 def fastdds_profile() -> Path:
@@ -27,7 +27,6 @@ def fastdds_profile() -> Path:
 
 def reserve_domain_id(lock_dir: str | None = None) -> int:
     """Take the first free domain id, held by an flock for the life of this process."""
-    global _held_lock
     directory = Path(lock_dir or tempfile.gettempdir()) / "teachbot-domains"
     directory.mkdir(parents=True, exist_ok=True)
     start = os.getpid() % len(DOMAIN_RANGE)  # spread concurrent runs over the range
@@ -39,7 +38,7 @@ def reserve_domain_id(lock_dir: str | None = None) -> int:
         except OSError:
             handle.close()
             continue
-        _held_lock = handle
+        _held_locks.append(handle)
         return domain
     raise RuntimeError(
         f"no free ROS_DOMAIN_ID in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1}; "

@@ -42,7 +42,6 @@ class SimNode(Node):
 
     def __init__(self, namespace: str = "", **overrides: object) -> None:
         super().__init__("sim", namespace=namespace)
-        refuse_duplicate(self)
         self.declare_parameter("robot_profile", "panda_sim")
         self.declare_parameter("config", "sim")
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))
@@ -67,6 +66,7 @@ class SimNode(Node):
         self.camera = CameraSpec.from_config({**cam, "width": p["camera_width"], "height": p["camera_height"], "rate": p["camera_rate"]})
         self.camera_enabled = bool(p["camera_enabled"]) and self.camera.rate > 0
         self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))
+        refuse_duplicate(self)
         self.table = TabletopConfig.load()
         self.world = TabletopWorld(self.profile, self.table, gui=bool(p["gui"]), time_step=float(p["time_step"]),
                                    grasp_assist=bool(p["grasp_assist"]))

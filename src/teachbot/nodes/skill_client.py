@@ -66,8 +66,12 @@ class SkillClient:
         self._executor.add_node(self.node)
         threading.Thread(target=self._executor.spin, daemon=True, name="skill-client").start()
 
-    def wait_ready(self, timeout: float = 10.0, sim: bool = True) -> None:
-        """Block until every action server (and the sim services) is discovered."""
+    def wait_ready(self, timeout: float = 30.0, sim: bool = True) -> None:
+        """Block until every action server (and the sim services) is discovered and answers.
+
+        Discovery alone is not enough: a server may see the request before its reply writer has
+        matched this client, and the first answer is then lost. So it ends with real round trips.
+        """
         deadline = time.monotonic() + timeout
         pending = list(self._clients.values()) + ([self._world, self._reset] if sim else [])
         while pending:
@@ -75,6 +79,17 @@ class SkillClient:
             if pending and time.monotonic() > deadline:
                 raise ControllerError(f"{len(pending)} skill servers/services not up after {timeout:.0f} s; start the skills and sim nodes")
             time.sleep(0.01)
+        probes = [lambda: self.send("wait", timeout=2.0, duration=0.0).result(2.0)]
+        if sim:
+            probes.insert(0, lambda: self.world_state(timeout=2.0))
+        for probe in probes:
+            while True:
+                try:
+                    probe()
+                    break
+                except MotionTimeoutError:
+                    if time.monotonic() > deadline:
+                        raise ControllerError(f"skill servers/services discovered but not answering after {timeout:.0f} s") from None
 
     def send(self, name: str, timeout: float = 5.0, **fields: Any) -> SkillHandle:
         """Send a goal; returns once the server has accepted it."""

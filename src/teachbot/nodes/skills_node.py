@@ -26,7 +26,7 @@ from teachbot_interfaces.msg import GripperCommand, ObjectList, SkillFeedback
 from teachbot_interfaces.srv import ReleaseHandover
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from teachbot.errors import ControllerError, ErrorCode
+from teachbot.errors import ControllerError, EmergencyStopError, ErrorCode
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.convert import object_info, skill_result
 from teachbot.robot_profile import RobotProfile
@@ -49,6 +49,9 @@ class RosArm:
         self._state: dict[str, float] = {}
         self._stamp: float | None = None  # stamp of the latest joint state: the arm's own clock
         self._have_state = threading.Event()
+        # the e-stop and every outgoing command share this lock, so no trajectory can follow a hold
+        self._command_lock = threading.Lock()
+        self._stopped = False
         self._traj_pub = node.create_publisher(JointTrajectory, profile.topics["joint_trajectory"], COMMAND_QOS)
         self._grip_pub = node.create_publisher(GripperCommand, profile.topics["gripper_command"], COMMAND_QOS)
         node.create_subscription(JointState, profile.topics["joint_states"], self._on_state, COMMAND_QOS, callback_group=group)
@@ -81,14 +84,30 @@ class RosArm:
             JointTrajectoryPoint(positions=[float(v) for v in q], time_from_start=_duration(float(t)))
             for t, q in zip(times, positions)
         ]
-        self._traj_pub.publish(msg)
+        with self._command_lock:
+            self._refuse_when_stopped()
+            self._traj_pub.publish(msg)
 
     def send_gripper(self, width: float, effort: float) -> None:
-        self._grip_pub.publish(GripperCommand(position=float(width), max_effort=float(effort)))
+        with self._command_lock:
+            self._refuse_when_stopped()
+            self._grip_pub.publish(GripperCommand(position=float(width), max_effort=float(effort)))
 
     def hold(self) -> None:
         """An empty trajectory: the controller stops where it is (ros2_control semantics)."""
-        self._traj_pub.publish(JointTrajectory(joint_names=list(self.arm_joints)))
+        with self._command_lock:
+            self._traj_pub.publish(JointTrajectory(joint_names=list(self.arm_joints)))
+
+    def set_stopped(self, stopped: bool) -> None:
+        """Emergency stop: hold now and refuse every command until released."""
+        with self._command_lock:
+            self._stopped = stopped
+            if stopped:
+                self._traj_pub.publish(JointTrajectory(joint_names=list(self.arm_joints)))
+
+    def _refuse_when_stopped(self) -> None:
+        if self._stopped:
+            raise EmergencyStopError("emergency stop is active; publish false on the emergency stop topic to release it")
 
     def now(self) -> float:
         """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped."""
@@ -132,9 +151,9 @@ class SkillsNode(Node):
 
     def __init__(self, robot_profile: str = "panda_sim", namespace: str = "") -> None:
         super().__init__("skills", namespace=namespace)
-        refuse_duplicate(self)
         self.declare_parameter("robot_profile", robot_profile)
         self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))
+        refuse_duplicate(self)
         state_group = MutuallyExclusiveCallbackGroup()
         self.arm = RosArm(self, self.profile, state_group)
         self.objects = RosObjects(self, self.profile.topics["objects"], state_group)
@@ -199,11 +218,11 @@ class SkillsNode(Node):
         if msg.data and not self._estop:
             self.get_logger().warning("emergency stop: cancelling all goals and holding position")
         self._estop = bool(msg.data)
+        self.arm.set_stopped(self._estop)
         if self._estop:
             running = self._running
             if running is not None:
                 running[1].cancel(emergency=True)
-            self.arm.hold()
 
     def on_release_handover(self, request: ReleaseHandover.Request, response: ReleaseHandover.Response) -> ReleaseHandover.Response:
         running = self._running

@@ -32,7 +32,7 @@ class InProcessStack:
         self._thread: threading.Thread | None = None
         self._owns_context = False
 
-    def start(self, wait: float = 15.0) -> SkillClient:
+    def start(self, wait: float = 30.0) -> SkillClient:
         configure_loopback()
         if not rclpy.ok():
             rclpy.init()

@@ -34,6 +34,7 @@ from teachbot.skills.motion import SafetyLimits, time_path
 
 Feedback = Callable[[str, float], None]
 CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
+GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
 
 
 @dataclass(frozen=True)
@@ -270,19 +271,23 @@ class SkillLibrary:
             self.held = ""
 
     def _gripper(self, width: float) -> float:
-        """Command a width, wait until the fingers stop, return the reached width."""
+        """Command a width, wait until the fingers have stopped (on the arm's clock), return the width."""
         self.arm.send_gripper(width, self.profile.gripper.effort)
         deadline = time.monotonic() + 2.0 + self.profile.skills.motion_timeout_margin
-        last, still = self.arm.gripper_width(), 0
+        samples: list[tuple[float, float]] = []
         while time.monotonic() < deadline:
             self._cancel.check()
             self.arm.sleep(0.005)
-            now = self.arm.gripper_width()
-            still = still + 1 if abs(now - last) < 2e-4 else 0
-            last = now
-            if still >= 4 and (abs(now - width) < 2e-3 or width == 0.0):
-                break
-        return last
+            now, current = self.arm.now(), self.arm.gripper_width()
+            samples.append((now, current))
+            # still = no change since a sample at least GRIPPER_STILL_TIME old (a gap in the joint
+            # states must not look like stillness, so the window starts at that older sample)
+            older = [i for i, (t, _) in enumerate(samples) if t <= now - GRIPPER_STILL_TIME]
+            window = [w for _, w in samples[older[-1]:]] if older else []
+            settled = bool(window) and max(window) - min(window) < 5e-4
+            if settled and (abs(current - width) < 2e-3 or width == 0.0 or now - samples[0][0] > 0.5):
+                return current
+        raise MotionTimeoutError("the gripper did not stop moving; check the gripper driver, then retry")
 
     def _settle(self, seconds: float) -> None:
         """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
