@@ -4,7 +4,7 @@
 #   make test    setup, then tools/run_tests.sh (ruff + pytest); PYTEST_ARGS="-k foo" passes args
 #   make demo    setup, then `teachbot demo`
 #   make lint    ruff check
-#   make bench   run every bench/*.py
+#   make bench   run every bench/*.py (not _helpers.py)
 #   make clean   build trees and caches (keeps the venv);  make distclean  also removes the venv
 #
 # setup is incremental: each step leaves a stamp under $(VENV)/.stamps and reruns only when its
@@ -21,7 +21,6 @@ DEMO_ARGS ?=
 STAMPS := $(VENV)/.stamps
 VPY := $(VENV)/bin/python
 PIP := $(VPY) -m pip
-INTERFACES_BUILD := $(VENV)/build/teachbot_interfaces
 INTERFACE_SRCS := $(shell find teachbot_interfaces -type f -not -name '.*' 2>/dev/null)
 
 # Every pip call runs under the constraints: nothing may replace the local CPU torch with the
@@ -36,7 +35,10 @@ SHELL := bash
 
 setup: $(STAMPS)/teachbot $(STAMPS)/interfaces
 
+# The ROS 2 Kilted wheels are built for CPython 3.11 only.
 $(STAMPS)/venv:
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "error: $(PYTHON) is not Python 3.11 (the ROS wheels are cp311); set PYTHON=" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	mkdir -p $(STAMPS)
 	touch $@
@@ -53,26 +55,12 @@ $(STAMPS)/deps: requirements/ros.txt requirements/base.txt requirements/constrai
 	$(VPY) tools/fix_ros_wheel_cmake.py --prefix $(VENV)
 	touch $@
 
-# $(STAMPS)/abi is rewritten only when Python, NumPy or a ros-* wheel changed version; make re-reads
-# its time after the (empty) recipe, so an unchanged fingerprint does not rebuild the interfaces.
-$(STAMPS)/abi.checked: $(STAMPS)/deps tools/abi_fingerprint.py
-	$(VPY) tools/abi_fingerprint.py $(STAMPS)/abi
-	touch $@
-$(STAMPS)/abi: $(STAMPS)/abi.checked ;
-
-# rosidl C/C++/Python code for the .msg/.srv/.action files, installed into the venv prefix. A build
-# tree configured for another source or install path (copied checkout) is discarded, not reused.
-$(STAMPS)/interfaces: $(STAMPS)/abi $(INTERFACE_SRCS)
-	tools/ensure_build_tools.sh
-	if [[ -f $(INTERFACES_BUILD)/CMakeCache.txt ]] && ! grep -qxF \
-	    "CMAKE_HOME_DIRECTORY:INTERNAL=$(CURDIR)/teachbot_interfaces" $(INTERFACES_BUILD)/CMakeCache.txt; \
-	  then rm -rf $(INTERFACES_BUILD); fi
-	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S teachbot_interfaces -B $(INTERFACES_BUILD) \
-	  -DCMAKE_PREFIX_PATH="$(abspath $(VENV))" -DCMAKE_INSTALL_PREFIX="$(abspath $(VENV))" \
-	  -DPython3_EXECUTABLE="$(abspath $(VPY))" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release
-	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(INTERFACES_BUILD) --parallel $(JOBS)
-	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --install $(INTERFACES_BUILD)
-	$(VPY) -c "from teachbot_interfaces.action import Pick; from teachbot_interfaces.msg import ObjectList"
+# rosidl C/C++/Python code for the .msg/.srv/.action files, installed into the venv prefix. When only
+# the pip install changed ($? holds just the deps stamp), the script skips the slow rebuild unless the
+# Python, NumPy or ros-* versions it was compiled against changed.
+$(STAMPS)/interfaces: $(STAMPS)/deps tools/build_interfaces.sh tools/abi_fingerprint.py $(INTERFACE_SRCS)
+	VENV=$(VENV) JOBS=$(JOBS) tools/build_interfaces.sh \
+	  $(if $(filter-out $(STAMPS)/deps,$?),,--skip-if-abi-unchanged)
 	touch $@
 
 # Editable: src/ edits take effect at once; only packaging metadata changes reinstall.
@@ -91,7 +79,7 @@ lint: $(STAMPS)/deps
 
 bench: setup
 	source tools/loopback_env.sh; \
-	shopt -s nullglob; benches=(bench/*.py); \
+	shopt -s nullglob; benches=(bench/[!_]*.py); \
 	if (( $${#benches[@]} == 0 )); then echo "no benchmarks under bench/"; exit 0; fi; \
 	for b in "$${benches[@]}"; do echo "+ $(VPY) $$b"; $(VPY) "$$b"; done
 
@@ -100,7 +88,7 @@ prove-loopback: setup
 	VENV=$(VENV) tools/prove_loopback.sh
 
 clean:
-	rm -rf build install log .pytest_cache .ruff_cache src/*.egg-info $(VENV)/build $(STAMPS)/interfaces
+	rm -rf build install log out .pytest_cache .ruff_cache src/*.egg-info $(VENV)/build $(STAMPS)/interfaces $(STAMPS)/abi
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

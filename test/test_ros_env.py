@@ -40,16 +40,16 @@ def profile() -> ET.Element:
 
 
 @pytest.fixture
-def own_lock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Let a test reserve domain ids in-process without dropping this process's real lock.
+def own_lock() -> Iterator[None]:
+    """Release the domain ids a test reserves in-process, keeping the ones held before it.
 
-    reserve_domain_id keeps its lock in a module global; replacing it would close (and so release)
-    the lock conftest may hold for the whole session. monkeypatch restores the original afterwards.
+    reserve_domain_id keeps every lock it takes for the life of the process (conftest holds this
+    run's id that way); a test's extra reservations are closed again so they do not pile up.
     """
-    monkeypatch.setattr(ros_env, "_held_lock", None)
+    before = len(ros_env._held_locks)
     yield
-    if ros_env._held_lock is not None:
-        ros_env._held_lock.close()
+    while len(ros_env._held_locks) > before:
+        ros_env._held_locks.pop().close()
 
 
 @pytest.fixture
@@ -152,10 +152,11 @@ def test_configure_loopback_overrides_wider_discovery() -> None:
 
 def test_configure_loopback_keeps_user_domain_id(own_lock: None) -> None:
     """An explicit ROS_DOMAIN_ID wins over reservation (and no lock is taken)."""
+    held = len(ros_env._held_locks)
     env = {"ROS_DOMAIN_ID": "42"}
     ros_env.configure_loopback(env)
     assert env["ROS_DOMAIN_ID"] == "42"
-    assert ros_env._held_lock is None
+    assert len(ros_env._held_locks) == held
 
 
 def test_configure_loopback_reserves_a_domain_when_unset(
@@ -184,6 +185,9 @@ def test_two_holders_get_distinct_ids(
     assert theirs in ros_env.DOMAIN_RANGE
     assert mine in ros_env.DOMAIN_RANGE
     assert mine != theirs
+    # A second reservation in the same process keeps the first one locked as well.
+    again = ros_env.reserve_domain_id(str(tmp_path))
+    assert again not in (mine, theirs)
 
 
 def test_lock_is_released_when_holder_dies(

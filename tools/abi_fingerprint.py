@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Write what the compiled teachbot_interfaces depend on to a file, touching it only on change.
+"""Record what the compiled teachbot_interfaces depend on: Python, NumPy and ros-* versions.
 
-The Makefile makes the interfaces build depend on this file instead of on the whole dependency
-install, so adding e.g. a test plugin to requirements/base.txt does not trigger the slow C/C++
-rebuild, while a new Python, NumPy (its C API is compiled in) or ros-* wheel release does.
-Make re-checks a target's time after its recipe, so an untouched file leaves the build alone.
+tools/build_interfaces.sh writes the fingerprint after each successful build. When only the
+dependency install changed (e.g. a test plugin added to requirements/base.txt), it compares first
+and skips the slow C/C++ rebuild unless the interpreter, NumPy (its C API is compiled in) or a
+ros-* wheel changed version.
 
-    .venv/bin/python tools/abi_fingerprint.py .venv/.stamps/abi
+    .venv/bin/python tools/abi_fingerprint.py FILE           # write FILE (only if different)
+    .venv/bin/python tools/abi_fingerprint.py --check FILE   # exit 0 if FILE matches, else 1
 """
 
 from __future__ import annotations
@@ -28,15 +29,23 @@ def fingerprint() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Write the fingerprint to ``argv[0]`` unless it already holds exactly that text."""
-    if len(argv) != 1:
-        print("usage: abi_fingerprint.py OUTPUT", file=sys.stderr)
+    """Write the fingerprint to the file named in ``argv`` unless it already holds that text.
+
+    With ``--check`` nothing is written; the exit status tells whether the file matches.
+    """
+    check = "--check" in argv
+    paths = [arg for arg in argv if arg != "--check"]
+    if len(paths) != 1:
+        print("usage: abi_fingerprint.py [--check] FILE", file=sys.stderr)
         return 2
-    out = Path(argv[0])
+    out = Path(paths[0])
     text = fingerprint()
     if out.is_file() and out.read_text(encoding="utf-8") == text:
         print(f"abi_fingerprint: {out} unchanged")
         return 0
+    if check:
+        print(f"abi_fingerprint: {out} differs (or is missing)")
+        return 1
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -8,7 +8,7 @@
 # status 5), so a CI run can never pass by running nothing. TEACHBOT_SKIP_LINT=1 skips ruff.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 VENV=${VENV:-.venv}
 # shellcheck source=tools/loopback_env.sh
 source tools/loopback_env.sh
