@@ -37,6 +37,8 @@ def real_arm(ros_context):
     client = SkillClient(client_node, estop_topic=profile.topics["emergency_stop"])
     client.wait_ready(30, sim=False)
     yield profile, controller, client, objects_pub
+    client.close()
+    skills.close()
     executor.shutdown(timeout_sec=2)
     for node in (controller, skills, client_node, perception):
         node.destroy_node()

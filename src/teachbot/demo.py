@@ -62,7 +62,7 @@ def run_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     _say("starting the sim and skills nodes (headless, loopback-only DDS) ...")
     client = stack.start()
-    grabber = CameraGrabber(stack.nodes[-1])
+    grabber = CameraGrabber(stack.client_node)
     try:
         _say(f"ready in {time.monotonic() - started:.1f} s\n")
         state = client.world_state()

@@ -51,6 +51,7 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
     """
     if os.environ.get("TEACHBOT_LOOPBACK", "1") != "0":
         configure_loopback(reserve_domain=False)
+    sys.setswitchinterval(0.001)  # see teachbot.nodes.stack: threads wait less for the GIL
     rclpy.init(args=args)
     nodes: list[Node] = []
     status = 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rclpy.action import ActionClient
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Bool
 from teachbot_interfaces.msg import SkillResult
@@ -58,13 +58,15 @@ class SkillClient:
         self._reset = node.create_client(ResetScene, "sim/reset")
         self._release = node.create_client(ReleaseHandover, "skills/release_handover")
         self._estop = node.create_publisher(Bool, estop_topic, COMMAND_QOS)
-        self._executor: MultiThreadedExecutor | None = None
+        self._executor: SingleThreadedExecutor | None = None
+        self._thread: threading.Thread | None = None
 
     def spin_in_background(self) -> None:
-        """Spin the client's node on a private executor thread."""
-        self._executor = MultiThreadedExecutor(num_threads=2)
+        """Spin the client's node on a private single-threaded executor (its callbacks are tiny)."""
+        self._executor = SingleThreadedExecutor()
         self._executor.add_node(self.node)
-        threading.Thread(target=self._executor.spin, daemon=True, name="skill-client").start()
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="skill-client")
+        self._thread.start()
 
     def wait_ready(self, timeout: float = 30.0, sim: bool = True) -> None:
         """Block until every action server (and the sim services) is discovered and answers.
@@ -128,5 +130,10 @@ class SkillClient:
         self._estop.publish(Bool(data=active))
 
     def close(self) -> None:
+        """Stop spinning and remove the action clients from the graph (destroy_node() would not)."""
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=1.0)
+            self._thread.join(timeout=2.0)
+        for client in self._clients.values():
+            client.destroy()
+        self._clients = {}

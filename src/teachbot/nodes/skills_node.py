@@ -34,6 +34,9 @@ from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
+# finished goals are kept this long for late result requests; every kept goal is re-sent in each
+# status update, so a long window makes each round trip slower as goals accumulate
+RESULT_TIMEOUT = 2
 
 
 def _duration(seconds: float) -> Duration:
@@ -122,13 +125,21 @@ class RosObjects:
 
     def __init__(self, node: Node, topic: str, group: Any) -> None:
         self._objects: dict[str, ObjectInfo] = {}
+        self._updated = threading.Condition()
         node.create_subscription(ObjectList, topic, self._on_objects, LATCHED_QOS, callback_group=group)
 
     def _on_objects(self, msg: ObjectList) -> None:
-        self._objects = {o.name: object_info(o) for o in msg.objects}
+        with self._updated:
+            self._objects = {o.name: object_info(o) for o in msg.objects}
+            self._updated.notify_all()
 
     def objects(self) -> dict[str, ObjectInfo]:
         return dict(self._objects)
+
+    def wait_for_update(self, timeout: float) -> None:
+        """Block until the next object list arrives (or ``timeout``): a scene may just have changed."""
+        with self._updated:
+            self._updated.wait(timeout)
 
 
 # action type, skill name, goal -> keyword arguments of the skill
@@ -169,12 +180,18 @@ class SkillsNode(Node):
             ActionServer(
                 self, action_type, f"skills/{name}", execute_callback=self._executor_for(name, action_type, to_kwargs),
                 goal_callback=lambda _goal: GoalResponse.ACCEPT, cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                callback_group=goals,
+                callback_group=goals, result_timeout=RESULT_TIMEOUT,
             )
             for name, (action_type, to_kwargs) in SKILLS.items()
         ]
         self.create_service(ReleaseHandover, "skills/release_handover", self.on_release_handover, callback_group=goals)
         self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(SKILLS)}")
+
+    def close(self) -> None:
+        """Destroy the action servers too: destroy_node() leaves them on the graph."""
+        for server in self._servers:
+            server.destroy()
+        self._servers = []
 
     def _executor_for(self, name: str, action_type: type, to_kwargs: Callable[[Any], dict[str, Any]]) -> Callable:
         def execute(goal_handle: Any) -> Any:

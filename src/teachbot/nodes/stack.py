@@ -6,6 +6,7 @@ here they share one MultiThreadedExecutor on a background thread.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -16,6 +17,8 @@ from teachbot.nodes.sim_node import SimNode
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodes.skills_node import SkillsNode
 from teachbot.ros_env import configure_loopback
+
+SWITCH_INTERVAL = 0.001  # seconds
 
 
 class InProcessStack:
@@ -34,26 +37,35 @@ class InProcessStack:
 
     def start(self, wait: float = 30.0) -> SkillClient:
         configure_loopback()
+        # the physics thread and numpy release and retake the GIL constantly; a short switch
+        # interval keeps the ROS and skill threads from waiting 5 ms for it each time
+        sys.setswitchinterval(SWITCH_INTERVAL)
         if not rclpy.ok():
             rclpy.init()
             self._owns_context = True
         if self.with_sim:
             self.nodes.append(SimNode(**self.sim_overrides))
         self.nodes.append(SkillsNode(self.robot_profile))
-        client_node = rclpy.create_node("teachbot_client")
-        self.nodes.append(client_node)
         self._executor = MultiThreadedExecutor(num_threads=self.threads)
         for node in self.nodes:
             self._executor.add_node(node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
         self._thread.start()
-        self.client = SkillClient(client_node)
+        self.client_node = rclpy.create_node("teachbot_client")
+        self.client = SkillClient(self.client_node)
+        self.client.spin_in_background()
         self.client.wait_ready(wait, sim=self.with_sim)
         return self.client
 
     def stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client_node.destroy_node()
+            self.client = None
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=2.0)
+            if self._thread is not None:
+                self._thread.join(timeout=2.0)
         for node in self.nodes:
             close = getattr(node, "close", None)
             if close:

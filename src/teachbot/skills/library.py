@@ -34,6 +34,7 @@ from teachbot.skills.motion import SafetyLimits, time_path
 
 Feedback = Callable[[str, float], None]
 CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
+OBJECT_LIST_GRACE = 0.5  # seconds to wait for a fresh object list before calling a name unknown
 GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
 
 
@@ -240,6 +241,12 @@ class SkillLibrary:
         objects = self.source.objects()
         if name in objects:
             return objects[name]
+        wait_for_update = getattr(self.source, "wait_for_update", None)
+        if wait_for_update is not None:  # the scene may have just been reset: give the next list a moment
+            wait_for_update(OBJECT_LIST_GRACE)
+            objects = self.source.objects()
+            if name in objects:
+                return objects[name]
         known = ", ".join(sorted(objects)) or "none (is the object list being published?)"
         raise UnknownObjectError(f"unknown object {name!r}; known: {known}")
 

@@ -1,0 +1,112 @@
+"""The LLM interface every backend implements: ``Model.generate(prompt, stop) -> Completion``.
+
+Pure Python (no ROS): the interaction manager, the function generator and the improvement step all
+talk to a ``Model``; nodes publish each ``Completion`` (prompt digest + text) so a recorded session
+can be replayed by ``ScriptedModel`` without any LLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from teachbot.errors import TeachbotError
+
+DEFAULT_STOP: tuple[str, ...] = (">>>",)
+"""The console prompt: the LLM writes one statement, then the console takes over again."""
+
+
+class LLMError(TeachbotError):
+    """An LLM backend failed in a way its caller cannot fix by retrying; the message says what to check."""
+
+    def __init__(self, message: str, *, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer of a model to one prompt, with what it cost."""
+
+    text: str
+    model: str
+    prompt_digest: str  # sha256 hex of the exact prompt text (prompt_digest())
+    prompt_tokens: int
+    completion_tokens: int
+    latency: float  # seconds, wall, including retries
+    finish_reason: str = ""
+    attempts: int = 1
+
+
+@runtime_checkable
+class Model(Protocol):
+    """An LLM backend: completes ``prompt`` and stops before the first of ``stop``."""
+
+    name: str
+
+    def generate(
+        self,
+        prompt: str,
+        stop: Sequence[str] = DEFAULT_STOP,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
+
+
+CompletionListener = Callable[[Completion, str], None]
+"""Called with every completion and the prompt it answered (e.g. to publish it on a topic)."""
+
+
+def prompt_digest(prompt: str) -> str:
+    """sha256 hex of the UTF-8 prompt text: the key under which a completion is recorded and replayed."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (about four characters a token) for backends that report no usage."""
+    return math.ceil(len(text) / 4) if text else 0
+
+
+def trim_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` cut before the earliest stop string, and whether one was found.
+
+    Servers that ignore ``stop`` (or models that stream past it) still give one console statement.
+    """
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+class RecordingModel:
+    """Shared bookkeeping of the backends: a bounded ``history`` and ``on_completion`` listeners.
+
+    Listeners are called in the generating thread after the completion is built; one that raises is a
+    bug in the listener and propagates.
+    """
+
+    def __init__(self, name: str, *, history_size: int = 100, on_completion: CompletionListener | None = None) -> None:
+        self.name = name
+        self.history: deque[Completion] = deque(maxlen=history_size)
+        self._listeners: list[CompletionListener] = [on_completion] if on_completion else []
+        self._listeners_lock = threading.Lock()
+
+    def add_listener(self, listener: CompletionListener) -> None:
+        """Call ``listener(completion, prompt)`` after every completion from now on."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def _record(self, completion: Completion, prompt: str) -> Completion:
+        self.history.append(completion)
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(completion, prompt)
+        return completion
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,123 @@
+"""Scripted and replayed completions: the LLM of tests, demos without a model, and rosbag replay.
+
+Three sources, tried in this order for each prompt:
+- ``replay``: a mapping prompt digest -> text (or a list of texts, used in order when the same
+  prompt was asked more than once), as published on the completion topic of a recorded session;
+- ``respond``: a callable prompt -> text;
+- ``completions``: texts returned in order.
+Every text is cut at the first stop string, as a real model stops there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from teachbot.llm.base import (
+    DEFAULT_STOP,
+    Completion,
+    CompletionListener,
+    LLMError,
+    RecordingModel,
+    estimate_tokens,
+    prompt_digest,
+    trim_at_stop,
+)
+
+
+class ScriptedModel(RecordingModel):
+    """``Model`` that answers from a script; ``prompts`` holds every prompt it was asked, in order."""
+
+    def __init__(
+        self,
+        completions: Iterable[str] = (),
+        *,
+        respond: Callable[[str], str] | None = None,
+        replay: Mapping[str, str | Sequence[str]] | None = None,
+        stop: Sequence[str] = DEFAULT_STOP,
+        name: str = "scripted",
+        history_size: int = 1000,
+        on_completion: CompletionListener | None = None,
+    ) -> None:
+        super().__init__(name, history_size=history_size, on_completion=on_completion)
+        self._queue: deque[str] = deque(completions)
+        self._respond = respond
+        self._replay: dict[str, deque[str]] = {
+            digest: deque([texts] if isinstance(texts, str) else texts) for digest, texts in (replay or {}).items()
+        }
+        self.stop = tuple(stop)
+        self.prompts: list[str] = []
+        self.served = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_records(cls, path: str | Path, **kwargs: object) -> ScriptedModel:
+        """Replay model from a JSON Lines file of ``{"prompt_digest": ..., "text": ...}`` records (in session order)."""
+        path = Path(path)
+        replay: dict[str, list[str]] = {}
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise LLMError(f"cannot read LLM replay file {path}: {exc.strerror}; check the 'replay' path in config/llm.yaml") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                replay.setdefault(str(record["prompt_digest"]), []).append(str(record["text"]))
+            except (ValueError, KeyError, TypeError):
+                raise LLMError(f"{path} line {number}: expected a JSON object with 'prompt_digest' and 'text'") from None
+        return cls(replay=replay, **kwargs)  # type: ignore[arg-type]
+
+    def push(self, *texts: str) -> None:
+        """Queue more completions (tests that script a session step by step)."""
+        with self._lock:
+            self._queue.extend(texts)
+
+    def generate(
+        self,
+        prompt: str,
+        stop: Sequence[str] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Next scripted text for ``prompt``; ``temperature`` and ``max_tokens`` are ignored."""
+        start = time.monotonic()
+        digest = prompt_digest(prompt)
+        with self._lock:
+            self.prompts.append(prompt)
+            raw = self._next(prompt, digest)
+            self.served += 1
+        text, _ = trim_at_stop(raw, self.stop if stop is None else stop)
+        completion = Completion(
+            text=text,
+            model=self.name,
+            prompt_digest=digest,
+            prompt_tokens=estimate_tokens(prompt),
+            completion_tokens=estimate_tokens(text),
+            latency=time.monotonic() - start,
+            finish_reason="stop",
+        )
+        return self._record(completion, prompt)
+
+    def _next(self, prompt: str, digest: str) -> str:
+        if self._replay:
+            texts = self._replay.get(digest)
+            if texts:
+                return texts.popleft()
+            if not (self._respond or self._queue):
+                state = "was already replayed" if texts is not None else "is not in the recording"
+                raise LLMError(
+                    f"no recorded completion for prompt digest {digest}: it {state}; the prompt differs from the recorded "
+                    "session (same prompts/, memory_store/ and config?) or the recording is incomplete"
+                )
+        if self._respond is not None:
+            return self._respond(prompt)
+        if not self._queue:
+            raise LLMError(f"scripted model exhausted after {self.served} completions; the session asked for more")
+        return self._queue.popleft()
