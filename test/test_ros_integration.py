@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 import pytest
+from action_msgs.msg import GoalStatus
+from rclpy.parameter import Parameter
 from teachbot_interfaces.msg import SkillResult
 
 from teachbot.sim.scene import generate_scene
@@ -79,11 +81,28 @@ def test_cancel_stops_a_skill(client):
     assert time.monotonic() - started < 2.0
 
 
-def test_emergency_stop_halts_motion_and_blocks_new_goals(client):
+@pytest.fixture()
+def real_time(stack):
+    """The sim at real time for the test, so a motion lasts as long as it would on a robot."""
+    sim = stack.nodes[0]
+    sim.set_parameters([Parameter("real_time_factor", value=1.0)])
+    yield
+    sim.set_parameters([Parameter("real_time_factor", value=0.0)])
+
+
+def test_real_time_factor_is_a_live_parameter(stack):
+    sim = stack.nodes[0]
+    assert not sim.set_parameters([Parameter("real_time_factor", value=-1.0)])[0].successful
+    assert sim.set_parameters([Parameter("real_time_factor", value=2.0)])[0].successful and sim.rtf == 2.0
+    sim.set_parameters([Parameter("real_time_factor", value=0.0)])
+
+
+def test_emergency_stop_halts_motion_and_blocks_new_goals(client, real_time):
     client.reset(seed=1)
     assert client.call("go_home").success
     handle = client.send("move_to", position=(0.25, -0.3, 0.1), speed_factor=0.1)  # slow: about 10 s of motion
-    time.sleep(0.3)
+    time.sleep(0.5)
+    assert handle.goal_handle.status == GoalStatus.STATUS_EXECUTING
     client.emergency_stop(True)
     result = handle.result(10)
     assert not result.success and result.code == SkillResult.EMERGENCY_STOP

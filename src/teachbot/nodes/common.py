@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
@@ -44,8 +44,8 @@ def refuse_duplicate(node: Node, wait: float = 0.4) -> None:
         time.sleep(0.05)
 
 
-def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = None, threads: int = 4) -> int:
-    """Initialise rclpy, build the nodes, spin them on one multi-threaded executor, shut down cleanly.
+def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = None) -> int:
+    """Initialise rclpy, build the nodes, spin them on one executor thread, shut down cleanly.
 
     Returns a process exit status; a configuration error is printed as one line, not a traceback.
     """
@@ -58,7 +58,7 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
     try:
         for factory in factories:
             nodes.append(factory())
-        executor = MultiThreadedExecutor(num_threads=threads)
+        executor = SingleThreadedExecutor()  # long work runs on the nodes' own worker threads
         for node in nodes:
             executor.add_node(node)
         executor.spin()

@@ -13,8 +13,10 @@ import time
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from teachbot_interfaces.msg import GripperCommand, ObjectList
@@ -91,6 +93,7 @@ class SimNode(Node):
         self.create_service(GetWorldState, "sim/get_world_state", self.on_get_world_state, callback_group=group)
         self.create_service(ResetScene, "sim/reset", self.on_reset, callback_group=group)
         self._publish_camera_pose()
+        self.add_on_set_parameters_callback(self.on_set_parameters)
         self._running = True
         self._thread = threading.Thread(target=self._physics_loop, name="sim-physics", daemon=True)
         self._thread.start()
@@ -154,6 +157,15 @@ class SimNode(Node):
         msg.header.frame_id = "base"
         msg.pose = pose_msg(eye, quaternion_from_matrix(rot))
         self.camera_pose_pub.publish(msg)
+
+    def on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """real_time_factor may change at run time (``ros2 param set /sim real_time_factor 0``)."""
+        for param in params:
+            if param.name == "real_time_factor":
+                if float(param.value) < 0:
+                    return SetParametersResult(successful=False, reason="real_time_factor must be >= 0 (0: as fast as possible)")
+                self.rtf = float(param.value)
+        return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------ controller interface
     def on_trajectory(self, msg: JointTrajectory) -> None:

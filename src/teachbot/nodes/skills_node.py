@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from builtin_interfaces.msg import Duration
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from teachbot_interfaces.action import GoHome, Gripper, Handover, MoveTo, Pick, Place, PutFirstOnSecond, Wait
@@ -36,7 +38,7 @@ from teachbot.skills.library import SkillLibrary, SkillOutcome
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
 # finished goals are kept this long for late result requests; every kept goal is re-sent in each
 # status update, so a long window makes each round trip slower as goals accumulate
-RESULT_TIMEOUT = 2
+RESULT_TIMEOUT = 1
 
 
 def _duration(seconds: float) -> Duration:
@@ -170,6 +172,7 @@ class SkillsNode(Node):
         self.objects = RosObjects(self, self.profile.topics["objects"], state_group)
         self.library = SkillLibrary(self.profile, self.arm, self.objects)
         self._busy = threading.Lock()
+        self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skill")
         self._running: tuple[str, CancelToken] | None = None
         self._estop = False
         self._release = threading.Event()
@@ -192,10 +195,18 @@ class SkillsNode(Node):
         for server in self._servers:
             server.destroy()
         self._servers = []
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
     def _executor_for(self, name: str, action_type: type, to_kwargs: Callable[[Any], dict[str, Any]]) -> Callable:
-        def execute(goal_handle: Any) -> Any:
-            outcome = self._run(name, goal_handle, to_kwargs(goal_handle.request))
+        async def execute(goal_handle: Any) -> Any:
+            # the skill blocks for seconds: it runs on a worker thread while this coroutine waits, so
+            # the node's callbacks (joint states, e-stop, cancel) keep flowing on any executor,
+            # including a single-threaded one (much cheaper per goal than a multi-threaded one)
+            done = Future()
+            work = self._workers.submit(self._run, name, goal_handle, to_kwargs(goal_handle.request))
+            work.add_done_callback(lambda _work: done.set_result(True))
+            await done
+            outcome = work.result()
             result = action_type.Result(result=skill_result(outcome))
             if name == "gripper":
                 result.holding, result.width = outcome.holding, outcome.width

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 
 from teachbot.nodes.sim_node import SimNode
 from teachbot.nodes.skill_client import SkillClient
@@ -24,14 +24,14 @@ SWITCH_INTERVAL = 0.001  # seconds
 class InProcessStack:
     """Start with :meth:`start`, talk to it through :attr:`client`, end with :meth:`stop`."""
 
-    def __init__(self, robot_profile: str = "panda_sim", sim: bool = True, threads: int = 6, **sim_overrides: Any) -> None:
+    def __init__(self, robot_profile: str = "panda_sim", sim: bool = True, threads: int = 1, **sim_overrides: Any) -> None:
         self.robot_profile = robot_profile
         self.with_sim = sim
         self.sim_overrides = sim_overrides
         self.threads = threads
         self.nodes: list[Any] = []
         self.client: SkillClient | None = None
-        self._executor: MultiThreadedExecutor | None = None
+        self._executor: Executor | None = None
         self._thread: threading.Thread | None = None
         self._owns_context = False
 
@@ -46,7 +46,9 @@ class InProcessStack:
         if self.with_sim:
             self.nodes.append(SimNode(**self.sim_overrides))
         self.nodes.append(SkillsNode(self.robot_profile))
-        self._executor = MultiThreadedExecutor(num_threads=self.threads)
+        # every callback is short (skills run on the skills node's own worker threads), so one
+        # executor thread is enough and costs far less per message than a thread pool
+        self._executor = SingleThreadedExecutor() if self.threads <= 1 else MultiThreadedExecutor(num_threads=self.threads)
         for node in self.nodes:
             self._executor.add_node(node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
