@@ -45,14 +45,19 @@ class Completion:
 
 @runtime_checkable
 class Model(Protocol):
-    """An LLM backend: completes ``prompt`` and stops before the first of ``stop``."""
+    """An LLM backend: completes ``prompt`` and stops before the first of ``stop``.
+
+    ``None`` for ``stop``, ``temperature`` or ``max_tokens`` means the backend's configured value; the
+    configured stop is ``DEFAULT_STOP`` unless config/llm.yaml says otherwise (the improvement role
+    writes whole transcripts, so it has none). ``stop=()`` asks for no stop string.
+    """
 
     name: str
 
     def generate(
         self,
         prompt: str,
-        stop: Sequence[str] = DEFAULT_STOP,
+        stop: Sequence[str] | None = None,
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,

@@ -118,14 +118,18 @@ class OpenAIModel(RecordingModel):
         max_tokens: int | None = None,
     ) -> Completion:
         """Complete ``prompt``; ``None`` arguments take the configured values (stop ``['>>>']`` by default)."""
-        stops = self.stop if stop is None else tuple(stop)
+        stops = tuple(s for s in (self.stop if stop is None else stop) if s)
         base_temperature = self.temperature if temperature is None else temperature
         limit = self.max_tokens if max_tokens is None else max_tokens
         start = time.monotonic()
         attempts = 0
         for empty_try in range(self.empty_retries + 1):
             temp = round(base_temperature + empty_try * self.empty_temperature_step, 6)
-            response, used = self._request_with_retries(prompt, stops, temp, limit)
+            try:
+                response, used = self._request_with_retries(prompt, stops, temp, limit)
+            except LLMError as exc:
+                exc.attempts += attempts  # count the empty answers before the failure too
+                raise
             attempts += used
             text, finish = self._extract(response)
             text, cut = trim_at_stop(text, stops)
