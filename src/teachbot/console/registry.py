@@ -1,0 +1,84 @@
+"""The robot API registry: each function declared once (name, signature, one-line doc) per profile.
+
+The prompt's import block is generated from it, and the console binds each name to an implementation.
+A function whose node is not running fails at once with a clear "not available" error, never a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.errors import ConfigError
+
+
+class NotAvailableError(RuntimeError):
+    """A robot function whose serving node is not running."""
+
+
+@dataclass(frozen=True)
+class ApiFunction:
+    name: str
+    signature: str
+    doc: str
+
+    def declaration(self) -> str:
+        return f"def {self.name}{self.signature}:\n    \"\"\"{self.doc}\"\"\""
+
+
+@dataclass(frozen=True)
+class RobotApi:
+    """The functions of one profile, in declaration order."""
+
+    profile: str
+    functions: tuple[ApiFunction, ...]
+
+    @classmethod
+    def load(cls, name_or_path: str) -> RobotApi:
+        path = resolve_config(name_or_path, "robot_api")
+        raw = load_yaml(path)
+        rows = raw.get("functions")
+        if not isinstance(rows, list) or not rows:
+            raise ConfigError(f"{path}: expected a non-empty list 'functions:'")
+        functions = []
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("name", "signature", "doc")):
+                raise ConfigError(f"{path}: functions[{i}] needs string fields name, signature and doc")
+            if not row["name"].isidentifier() or row["name"].startswith("_"):
+                raise ConfigError(f"{path}: functions[{i}]: {row['name']!r} is not a public Python name")
+            functions.append(ApiFunction(row["name"], row["signature"], row["doc"]))
+        return cls(str(raw.get("profile", Path(path).stem)), tuple(functions))
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.functions]
+
+    def import_block(self) -> str:
+        """The robot API as the LLM sees it: declarations with one-line docs, generated, never hand-kept."""
+        return "\n\n".join(f.declaration() for f in self.functions)
+
+    def bind(self, implementations: Mapping[str, Callable[..., Any]], unavailable: Mapping[str, str] | None = None) -> dict[str, Callable[..., Any]]:
+        """Callables for every declared name; missing ones raise NotAvailableError naming the fix."""
+        unavailable = unavailable or {}
+        bound: dict[str, Callable[..., Any]] = {}
+        for fn in self.functions:
+            if fn.name in implementations:
+                bound[fn.name] = implementations[fn.name]
+            else:
+                reason = unavailable.get(fn.name, "no node serves it in this setup")
+                bound[fn.name] = _not_available(fn.name, reason)
+        extra = sorted(set(implementations) - set(self.names))
+        if extra:
+            raise ConfigError(f"implementations for undeclared robot functions {extra}; declare them in config/robot_api/{self.profile}.yaml")
+        return bound
+
+
+def _not_available(name: str, reason: str) -> Callable[..., Any]:
+    def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+        raise NotAvailableError(f"{name}() is not available: {reason}")
+
+    unavailable.__name__ = name
+    return unavailable

@@ -1,0 +1,196 @@
+"""The interaction loop: prompt the LLM, run its statement in the sandbox, write the real output.
+
+Stops after ``max_rounds`` statements, after ``max_consecutive_errors`` errors of one kind in a row,
+when the model repeats one statement ``loop_repeats`` times in a row with the same result, or when
+the dialog ends. Undefined functions are written by the function-generating LLM first and inserted
+into the transcript before the statement that calls them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from teachbot.console._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
+from teachbot.console.completion import split_completion, syntax_error
+from teachbot.console.prompt import PromptBuilder, load_prompt
+from teachbot.console.sandbox import RunResult, SandboxExecutor
+from teachbot.console.transcript import Entry, Transcript
+from teachbot.llm.base import Completion, Model
+
+SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    max_rounds: int = 50
+    max_consecutive_errors: int = 3
+    loop_repeats: int = 3
+    function_depth: int = 2  # helpers a generated function may in turn have generated
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> SessionConfig:
+        return cls(**{k: int(v) for k, v in raw.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class StepOutcome:
+    source: str
+    result: RunResult | None
+    completion: Completion
+    generated: list[str] = field(default_factory=list)  # definitions written for this step
+
+
+class ConsoleSession:
+    """One console episode against a sandbox bound to a robot API."""
+
+    def __init__(
+        self,
+        executor: SandboxExecutor,
+        model: Model,
+        prompts: PromptBuilder,
+        *,
+        function_model: Model | None = None,
+        config: SessionConfig | None = None,
+        on_entry: Callable[[Entry], None] | None = None,
+    ) -> None:
+        self.executor = executor
+        self.model = model
+        self.function_model = function_model
+        self.prompts = prompts
+        self.config = config or SessionConfig()
+        self.transcript = Transcript()
+        self.on_entry = on_entry or (lambda _entry: None)
+        self.rounds = 0
+        self.stop_reason = ""
+        self._errors: list[str] = []
+        self._recent: list[tuple[str, str]] = []
+        self._function_template = load_prompt("function_generation.txt")
+
+    # ------------------------------------------------------------------ transcript
+    def _code(self, source: str) -> None:
+        self.transcript.add_code(source)
+        self.on_entry(self.transcript.entries[-1])
+
+    def _output(self, text: str) -> None:
+        if text:
+            self.transcript.add_output(text)
+            self.on_entry(self.transcript.entries[-1])
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> str:
+        """Step until a stop condition; returns the reason."""
+        while not self.stop_reason:
+            self.step()
+        return self.stop_reason
+
+    def step(self) -> StepOutcome:
+        """One statement: complete, (generate missing functions,) execute, record, check stop rules."""
+        completion = self.model.generate(self.prompts.build(self.transcript))
+        parsed = split_completion(completion.text)
+        self.rounds += 1
+        if parsed.error:
+            self._code(parsed.source)
+            self._output(parsed.error)
+            self._after(parsed.source, parsed.error, parsed.error.split(":")[0])
+            return StepOutcome(parsed.source, None, completion)
+        generated = self._generate_missing(parsed.source)
+        self._code(parsed.source)
+        result = self.executor.run(parsed.source)
+        text = "\n".join([*result.outputs, *([result.error] if result.error else [])])
+        self._output(text)
+        if result.error_type == SESSION_END:
+            self.stop_reason = "the person ended the session"
+        self._after(parsed.source, text, result.error_type or "")
+        return StepOutcome(parsed.source, result, completion, generated)
+
+    def _after(self, source: str, output: str, error_type: str) -> None:
+        self._errors = [*self._errors, error_type] if error_type else []
+        self._recent = [*self._recent, (source, output)][-self.config.loop_repeats:]
+        if self.stop_reason:
+            return
+        if len(self._errors) >= self.config.max_consecutive_errors and len(set(self._errors[-self.config.max_consecutive_errors:])) == 1:
+            self.stop_reason = f"gave up after {self.config.max_consecutive_errors} {error_type} errors in a row"
+        elif len(self._recent) == self.config.loop_repeats and len(set(self._recent)) == 1 and "wait_for_trigger" not in source:
+            self.stop_reason = f"the model repeated {source.splitlines()[0]!r} {self.config.loop_repeats} times; stopped"
+        elif self.rounds >= self.config.max_rounds:
+            self.stop_reason = f"reached the limit of {self.config.max_rounds} statements"
+        if self.stop_reason:
+            self._output(f"# session stopped: {self.stop_reason}")
+
+    # ------------------------------------------------------------------ function generation
+    def _known(self) -> set[str]:
+        return set(self.executor.names()) | set(self.prompts.api.names) | set(SAFE_BUILTINS) | set(EXCEPTION_NAMES)
+
+    def _generate_missing(self, source: str, depth: int = 0) -> list[str]:
+        """Write definitions for functions ``source`` calls that nobody defined, depth-first."""
+        if self.function_model is None:
+            return []
+        written: list[str] = []
+        for name in sorted(undefined_calls(source, self._known())):
+            definition = self._write_function(name, source)
+            if definition is None:
+                continue
+            if depth < self.config.function_depth:
+                written += self._generate_missing(definition, depth + 1)
+            result = self.executor.run(definition)
+            if result.error:  # a broken definition is left out; the statement will report the NameError
+                continue
+            self._code(definition)
+            written.append(definition)
+        return written
+
+    def _write_function(self, name: str, line: str) -> str | None:
+        prompt = (
+            self._function_template.replace("{api}", self.prompts.api.import_block())
+            .replace("{defined}", ", ".join(sorted(self.executor.names())) or "nothing yet")
+            .replace("{name}", name)
+            .replace("{line}", line.replace("\n", "\n... "))
+        )
+        model = self.function_model
+        if model is None:
+            return None
+        text = strip_fences(model.generate(prompt, stop=()).text)
+        return extract_definition(text, name)
+
+
+def undefined_calls(source: str, known: set[str]) -> set[str]:
+    """Names called in ``source`` that are neither known nor defined/assigned within it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    local: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.add(node.name)
+            local.update(a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {name for name in called - known - local if not name.startswith("_")}
+
+
+def strip_fences(text: str) -> str:
+    """Remove Markdown code fences a chat model may wrap code in."""
+    match = re.search(r"```(?:python)?\n(.*?)```", text, re.S)
+    return match.group(1) if match else text
+
+
+def extract_definition(text: str, name: str) -> str | None:
+    """The ``def name(...)`` block in ``text`` as source, or None when there is none that parses."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    lines = [line[4:] if line.startswith(("... ", ">>> ")) else line for line in lines]
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"def {name}(")), None)
+    if start is None:
+        return None
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if line and not line[0].isspace():
+            break
+        block.append(line)
+    source = "\n".join(block).rstrip()
+    return None if syntax_error(source) else source

@@ -1,0 +1,115 @@
+"""The console transcript: ``>>>`` statements, ``...`` continuations, results as ``repr``.
+
+A transcript is a list of entries, each either code (one statement, possibly several lines) or the
+output that followed it. Rendering is exactly what the LLM sees and what memory stores; parsing
+reads such text back (seed examples, learned examples).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+PROMPT = ">>> "
+CONTINUATION = "... "
+TRIGGER_CALLS = ("wait_for_trigger", "ask")  # calls whose return value is what the person said
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``kind`` is 'code' (a statement as typed) or 'output' (what the console printed after it)."""
+
+    kind: str
+    text: str
+
+    def render(self) -> str:
+        if self.kind == "output":
+            return self.text
+        first, *rest = self.text.split("\n")
+        return "\n".join([PROMPT + first, *(CONTINUATION + line for line in rest)])
+
+
+@dataclass
+class Transcript:
+    """An episode of the console, in order."""
+
+    entries: list[Entry] = field(default_factory=list)
+
+    def add_code(self, source: str) -> None:
+        self.entries.append(Entry("code", source.rstrip("\n")))
+
+    def add_output(self, text: str) -> None:
+        if text:
+            self.entries.append(Entry("output", text.rstrip("\n")))
+
+    def insert_code_before_last(self, source: str) -> None:
+        """Put a definition before the newest statement (function generation)."""
+        index = max((i for i, e in enumerate(self.entries) if e.kind == "code"), default=len(self.entries))
+        self.entries.insert(index, Entry("code", source.rstrip("\n")))
+
+    def render(self) -> str:
+        return "\n".join(e.render() for e in self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def code(self) -> list[str]:
+        return [e.text for e in self.entries if e.kind == "code"]
+
+    def instructions(self) -> list[str]:
+        """What the person said, oldest first: the text of the dicts returned by wait_for_trigger()/ask()."""
+        said = []
+        for before, after in zip(self.entries, self.entries[1:]):
+            if before.kind == "code" and after.kind == "output" and _calls_trigger(before.text):
+                text = utterance_text(after.text)
+                if text:
+                    said.append(text)
+        return said
+
+    @classmethod
+    def parse(cls, text: str) -> Transcript:
+        """Read console text back: ``>>>`` starts code, ``...`` continues it, anything else is output."""
+        transcript = cls()
+        code: list[str] | None = None
+        output: list[str] = []
+
+        def flush() -> None:
+            nonlocal code, output
+            if code is not None:
+                transcript.add_code("\n".join(code))
+            if output:
+                transcript.add_output("\n".join(output))
+            code, output = None, []
+
+        for line in text.splitlines():
+            if line.startswith(PROMPT.rstrip()) and (line == PROMPT.rstrip() or line.startswith(PROMPT)):
+                flush()
+                code = [line[len(PROMPT):]]
+            elif code is not None and not output and (line.startswith(CONTINUATION) or line == CONTINUATION.rstrip()):
+                code.append(line[len(CONTINUATION):])
+            elif code is not None or output or line.strip():
+                output.append(line)
+        flush()
+        return transcript
+
+
+def _calls_trigger(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TRIGGER_CALLS
+        for node in ast.walk(tree)
+    )
+
+
+def utterance_text(output: str) -> str:
+    """The 'text' of a dialog dict repr such as ``{'type': 'dialog', 'text': 'hi'}``; else ''."""
+    try:
+        value = ast.literal_eval(output.strip())
+    except (ValueError, SyntaxError):
+        return ""
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return value["text"]
+    return value if isinstance(value, str) else ""
