@@ -60,7 +60,9 @@ class RobotApi:
         """The robot API as the LLM sees it: declarations with one-line docs, generated, never hand-kept."""
         return "\n\n".join(f.declaration() for f in self.functions)
 
-    def bind(self, implementations: Mapping[str, Callable[..., Any]], unavailable: Mapping[str, str] | None = None) -> dict[str, Callable[..., Any]]:
+    def bind(
+        self, implementations: Mapping[str, Callable[..., Any]], unavailable: Mapping[str, str] | None = None
+    ) -> dict[str, Callable[..., Any]]:
         """Callables for every declared name; missing ones raise NotAvailableError naming the fix."""
         unavailable = unavailable or {}
         bound: dict[str, Callable[..., Any]] = {}
@@ -72,7 +74,9 @@ class RobotApi:
                 bound[fn.name] = _not_available(fn.name, reason)
         extra = sorted(set(implementations) - set(self.names))
         if extra:
-            raise ConfigError(f"implementations for undeclared robot functions {extra}; declare them in config/robot_api/{self.profile}.yaml")
+            raise ConfigError(
+                f"implementations for undeclared robot functions {extra}; declare them in config/robot_api/{self.profile}.yaml"
+            )
         return bound
 
 
