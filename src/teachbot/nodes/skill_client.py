@@ -7,6 +7,7 @@ The node it owns must be spun by an executor (the caller's, or :meth:`SkillClien
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.skills_node import SKILLS
 
 
-@dataclass
+@dataclass(eq=False)
 class SkillHandle:
     """A goal in flight: wait for it, read its feedback, or cancel it."""
 
@@ -58,6 +59,7 @@ class SkillClient:
         self._reset = node.create_client(ResetScene, "sim/reset")
         self._release = node.create_client(ReleaseHandover, "skills/release_handover")
         self._estop = node.create_publisher(Bool, estop_topic, COMMAND_QOS)
+        self._active: set[SkillHandle] = set()
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
 
@@ -115,7 +117,20 @@ class SkillClient:
 
     def call(self, name: str, timeout: float = 60.0, **fields: Any) -> SkillResult:
         """Send a goal and wait for its result."""
-        return self.send(name, **fields).result(timeout)
+        handle = self.send(name, **fields)
+        self._active.add(handle)
+        try:
+            return handle.result(timeout)
+        finally:
+            self._active.discard(handle)
+
+    def cancel_all(self) -> int:
+        """Cancel every goal this client is waiting on (e.g. when console code is killed)."""
+        handles = list(self._active)
+        for handle in handles:
+            with contextlib.suppress(MotionTimeoutError):
+                handle.cancel(timeout=2.0)
+        return len(handles)
 
     def world_state(self, timeout: float = 5.0) -> GetWorldState.Response:
         return _wait_future(self._world.call_async(GetWorldState.Request()), timeout, "sim/get_world_state")

@@ -1,0 +1,148 @@
+"""ROS 2 node ``interaction_manager``: the console loop, with the robot API proxied to the other nodes.
+
+In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml.
+Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
+     interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session).
+Uses the skills' actions through a SkillClient. The LLM backends come from config/llm.yaml.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from rclpy.node import Node
+from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, TranscriptUpdate
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.prompt import FileExamples, PromptBuilder
+from teachbot.console.registry import RobotApi
+from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.console.session import ConsoleSession, SessionConfig
+from teachbot.console.tabletop_api import TabletopRobot
+from teachbot.console.transcript import Entry
+from teachbot.llm.base import Completion, Model
+from teachbot.llm.factory import load_llm_config, model_from_config
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.skill_client import SkillClient
+
+UNAVAILABLE = {
+    "learn_from_interaction": "the improvement node is not running (it arrives with the memory work)",
+}
+
+
+class InteractionManagerNode(Node):
+    """Runs console episodes one after another on a session thread."""
+
+    def __init__(self, interaction_model: Model | None = None, function_model: Model | None = None, **overrides: Any) -> None:
+        super().__init__("interaction_manager")
+        self.declare_parameter("config", "interaction")
+        self.declare_parameter("llm_config", "")
+        cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["interaction"]
+        cfg.update(overrides)
+        refuse_duplicate(self)
+        self.api = RobotApi.load(str(cfg["api_profile"]))
+        self.robot_pub = self.create_publisher(DialogTurn, "dialog/robot", COMMAND_QOS)
+        self.transcript_pub = self.create_publisher(TranscriptUpdate, "interaction/transcript", COMMAND_QOS)
+        self.completion_pub = self.create_publisher(LlmCompletion, "interaction/completions", COMMAND_QOS)
+        self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
+        self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
+        self._objects: dict[str, list[float]] = {}
+        self.create_subscription(ObjectList, str(cfg["objects_topic"]), self.on_objects, LATCHED_QOS)
+        self.skills = SkillClient(self)
+        self.skill_timeout = float(cfg["skill_timeout"])
+        robot = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: dict(self._objects), self.dialog)
+        implementations = robot.functions() if self.api.profile == "tabletop" else {
+            "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say}
+        self.functions = self.api.bind(implementations, UNAVAILABLE)
+        llm_raw = load_llm_config(str(self.get_parameter("llm_config").value) or None)
+        self.model = interaction_model or model_from_config(llm_raw, "interaction")
+        self.function_model = function_model or model_from_config(llm_raw, "function_generation")
+        for role, model in (("interaction", self.model), ("function_generation", self.function_model)):
+            add = getattr(model, "add_listener", None)
+            if add is not None:
+                add(lambda completion, prompt, role=role: self._publish_completion(role, completion, prompt))
+        self.session_config = SessionConfig.from_config(cfg.get("session", {}))
+        self.prompts = PromptBuilder.for_profile(self.api, FileExamples(), int(cfg["examples_k"]))
+        limits = SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {}))
+        self.executor_sandbox = SandboxExecutor(self.functions, limits, on_kill=self.skills.cancel_all)
+        self.episode_id = ""
+        self.session: ConsoleSession | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._episodes, daemon=True, name="console")
+        self._thread.start()
+        self.get_logger().info(f"interaction manager ready: profile {self.api.profile}, model {self.model.name}")
+
+    # ------------------------------------------------------------------ topics
+    def on_user(self, msg: DialogTurn) -> None:
+        self.dialog.put_user(msg.text)
+
+    def on_objects(self, msg: ObjectList) -> None:
+        self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
+
+    def _say(self, text: str) -> None:
+        msg = DialogTurn(speaker="robot", type="dialog", text=text)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.robot_pub.publish(msg)
+
+    def _publish_entry(self, entry: Entry) -> None:
+        session = self.session
+        msg = TranscriptUpdate(episode_id=self.episode_id, lines=entry.render().split("\n"))
+        msg.first_line = max(0, sum(len(e.render().split("\n")) for e in session.transcript.entries) - len(msg.lines)) if session else 0
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.transcript_pub.publish(msg)
+
+    def _publish_completion(self, role: str, completion: Completion, prompt: str) -> None:
+        msg = LlmCompletion(
+            role=role, model=completion.model, prompt_digest=completion.prompt_digest, prompt=prompt,
+            completion=completion.text, prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens, latency=completion.latency,
+        )
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.completion_pub.publish(msg)
+
+    # ------------------------------------------------------------------ episodes
+    def _episodes(self) -> None:
+        while not self._stopping.is_set():
+            self.episode_id = uuid.uuid4().hex[:12]
+            self.executor_sandbox.reset()
+            self.session = ConsoleSession(
+                self.executor_sandbox, self.model, self.prompts, function_model=self.function_model,
+                config=self.session_config, on_entry=self._publish_entry,
+            )
+            try:
+                reason = self.session.run()
+            except Exception as exc:  # noqa: BLE001 - an LLM outage ends the episode, not the node
+                reason = f"{type(exc).__name__}: {exc}"
+                self._say(f"I have a problem and stopped: {exc}")
+            self.get_logger().info(f"episode {self.episode_id} ended: {reason}")
+            if "ended the session" in reason:
+                return
+
+    def close(self) -> None:
+        self._stopping.set()
+        self.dialog.close()
+        self._thread.join(timeout=5.0)
+        self.executor_sandbox.close()
+        self.skills.close()
+
+
+class _TimedSkills:
+    """The SkillClient with the configured per-call timeout."""
+
+    def __init__(self, client: SkillClient, timeout: float) -> None:
+        self.client, self.timeout = client, timeout
+
+    def call(self, name: str, timeout: float = 0.0, **fields: Any) -> Any:
+        return self.client.call(name, timeout=timeout or self.timeout, **fields)
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run teachbot interaction_manager``."""
+    return run_nodes([InteractionManagerNode], args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
