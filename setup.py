@@ -23,6 +23,7 @@ setup(
         (f"share/{PACKAGE}/config", data("config/*.yaml") + data("config/*.xml")),
         (f"share/{PACKAGE}/config/robots", data("config/robots/*.yaml")),
         (f"share/{PACKAGE}/config/scenes", data("config/scenes/*.yaml")),
+        (f"share/{PACKAGE}/config/robot_api", data("config/robot_api/*.yaml")),
         (f"share/{PACKAGE}/prompts", data("prompts/*")),
         (f"share/{PACKAGE}/memory_store", data("memory_store/*")),
     ],
@@ -37,6 +38,7 @@ setup(
         "console_scripts": [
             "sim = teachbot.nodes.sim_node:main",
             "skills = teachbot.nodes.skills_node:main",
+            "interaction_manager = teachbot.nodes.interaction_manager_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

@@ -30,6 +30,7 @@ class FakeOpenAIServer:
 
     def __init__(self, answer: str = " get_obj_names()\n>>> put_first_on_second('a', 'b')\n") -> None:
         self.answer = answer
+        self.answers: deque[str] = deque()  # when not empty, each plain answer is taken from here in turn
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self._script: deque[str] = deque()
@@ -136,7 +137,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             elif behaviour == "ignore_stop":
                 text, finish = server.answer, "length"
             else:
-                text, finish = _cut(server.answer, body.get("stop"))
+                with server._lock:
+                    answer = server.answers.popleft() if server.answers else server.answer
+                text, finish = _cut(answer, body.get("stop"))
             payload = _body(kind, model, text, finish, behaviour != "no_usage", prompt_chars)
             self._send(200, json.dumps(payload).encode())
 

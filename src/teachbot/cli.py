@@ -1,6 +1,7 @@
 """The ``teachbot`` command: run the stack where ``ros2 launch`` is not installed, and the demo.
 
-    teachbot sim [--gui] [--seed N | --scene FILE] [--real-time-factor X] [--robot-profile NAME]
+    teachbot sim [--gui] [--seed N | --scene FILE] [--real-time-factor X] [--robot-profile NAME] [--console]
+    teachbot chat --domain-id N
     teachbot demo [--out DIR] [--scene FILE | --seed N]
 
 Both compose the sim and skills nodes in one process on a loopback-only DDS domain.
@@ -32,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--gui", action="store_true", help="open the PyBullet window (needs a display)")
     sim.add_argument("--real-time-factor", type=float, default=1.0, help="simulated seconds per wall second; 0 = as fast as possible")
     sim.add_argument("--no-camera", action="store_true", help="do not render or publish camera images")
+    sim.add_argument("--console", action="store_true",
+                     help="also run the interaction manager (LLM from config/llm.yaml; OPENAI_API_KEY/OPENAI_BASE_URL)")
+    sim.add_argument("--llm-config", default="", help="LLM config file (default config/llm.yaml)")
+    chat = sub.add_parser("chat", help="talk to the robot from this terminal (needs a running interaction manager)")
+    chat.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID the robot runs on (printed by teachbot sim)")
+    chat.add_argument("--quiet", action="store_true", help="do not print the console transcript, only the dialog")
     demo = sub.add_parser("demo", help="headless scripted skill sequence with before/after pictures")
     _common(demo)
     demo.add_argument("--out", default="out/demo", help="directory for the pictures (default: out/demo)")
@@ -42,10 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from teachbot.ros_env import configure_loopback
 
+    if args.command == "chat":
+        if args.domain_id is not None:
+            os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
+        if not os.environ.get("ROS_DOMAIN_ID"):
+            print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
+            return 2
     configure_loopback()
     try:
         if args.command == "sim":
             return run_sim(args)
+        if args.command == "chat":
+            from teachbot.chat import run_chat
+
+            return run_chat(args)
         from teachbot.demo import run_demo
 
         return run_demo(args)
@@ -74,9 +91,14 @@ def run_sim(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     stack.start()
+    if args.console:
+        from teachbot.nodes.interaction_manager_node import InteractionManagerNode
+
+        stack.add_node(InteractionManagerNode(llm_config=args.llm_config) if args.llm_config else InteractionManagerNode())
     print(
         f"teachbot sim ready in {time.monotonic() - started:.1f} s on ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} "
         f"(loopback only). Actions: /skills/<pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait>; "
+        f"{'Talk to it: teachbot chat --domain-id ' + os.environ['ROS_DOMAIN_ID'] + '. ' if args.console else ''}"
         f"Ctrl-C to stop.",
         flush=True,
     )

@@ -29,7 +29,8 @@ def split_completion(text: str) -> ParsedCompletion:
         lines.pop(0)
     if not lines:
         return ParsedCompletion("", text, "EmptyCompletion: the model wrote nothing after >>>")
-    statement = [lines[0]]
+    # the prompt ends with '>>> '; many servers hand back the completion with a space before the code
+    statement = [lines[0].lstrip()]
     rest = lines[1:]
     while rest and (rest[0].startswith(CONTINUATION) or rest[0].rstrip() == CONTINUATION.rstrip()):
         statement.append(rest.pop(0)[len(CONTINUATION):])

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, TranscriptUpdate
 
 from teachbot.config import load_yaml, resolve_config
@@ -28,6 +29,9 @@ from teachbot.llm.factory import load_llm_config, model_from_config
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.skill_client import SkillClient
 
+TRANSCRIPT_QOS = QoSProfile(
+    depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 UNAVAILABLE = {
     "learn_from_interaction": "the improvement node is not running (it arrives with the memory work)",
 }
@@ -36,17 +40,20 @@ UNAVAILABLE = {
 class InteractionManagerNode(Node):
     """Runs console episodes one after another on a session thread."""
 
-    def __init__(self, interaction_model: Model | None = None, function_model: Model | None = None, **overrides: Any) -> None:
+    def __init__(
+        self, interaction_model: Model | None = None, function_model: Model | None = None, **overrides: Any
+    ) -> None:
         super().__init__("interaction_manager")
         self.declare_parameter("config", "interaction")
-        self.declare_parameter("llm_config", "")
+        self.declare_parameter("llm_config", str(overrides.pop("llm_config", "")))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["interaction"]
         cfg.update(overrides)
         refuse_duplicate(self)
         self.api = RobotApi.load(str(cfg["api_profile"]))
         self.robot_pub = self.create_publisher(DialogTurn, "dialog/robot", COMMAND_QOS)
-        self.transcript_pub = self.create_publisher(TranscriptUpdate, "interaction/transcript", COMMAND_QOS)
-        self.completion_pub = self.create_publisher(LlmCompletion, "interaction/completions", COMMAND_QOS)
+        # a console that joins late (teachbot chat) still gets the recent transcript
+        self.transcript_pub = self.create_publisher(TranscriptUpdate, "interaction/transcript", TRANSCRIPT_QOS)
+        self.completion_pub = self.create_publisher(LlmCompletion, "interaction/completions", TRANSCRIPT_QOS)
         self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
         self._objects: dict[str, list[float]] = {}
@@ -117,9 +124,13 @@ class InteractionManagerNode(Node):
             except Exception as exc:  # noqa: BLE001 - an LLM outage ends the episode, not the node
                 reason = f"{type(exc).__name__}: {exc}"
                 self._say(f"I have a problem and stopped: {exc}")
+                self._stopping.wait(2.0)  # do not hammer a failing endpoint
             self.get_logger().info(f"episode {self.episode_id} ended: {reason}")
             if "ended the session" in reason:
                 return
+            if not reason.startswith(("LLMError", "I have")):
+                self._say(f"I stopped: {reason}. Please tell me again what to do.")
+            self._stopping.wait(1.0)  # a model that keeps failing must not spin the loop
 
     def close(self) -> None:
         self._stopping.set()

@@ -59,6 +59,12 @@ class InProcessStack:
         self.client.wait_ready(wait, sim=self.with_sim)
         return self.client
 
+    def add_node(self, node: Any) -> None:
+        """Spin another node (e.g. the interaction manager) on the stack's executor."""
+        self.nodes.append(node)
+        if self._executor is not None:
+            self._executor.add_node(node)
+
     def stop(self) -> None:
         if self.client is not None:
             self.client.close()
