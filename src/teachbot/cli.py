@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
@@ -102,8 +103,14 @@ def run_sim(args: argparse.Namespace) -> int:
         f"Ctrl-C to stop.",
         flush=True,
     )
+    stop = threading.Event()
+    # rclpy's own SIGTERM handler only shuts rclpy down; a stopped service manager or `timeout`
+    # must end this process too
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        threading.Event().wait()
+        while not stop.wait(0.5):
+            pass
+        print("stopping", flush=True)
     except KeyboardInterrupt:
         print("stopping", flush=True)
     finally:

@@ -1,0 +1,1 @@
+"""The robot console: the sandbox that runs LLM-written code, and the console session around it."""

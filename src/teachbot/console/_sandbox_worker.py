@@ -1,0 +1,575 @@
+"""Worker process of the robot-console sandbox, plus the source policy and wire codec it shares
+with the parent (teachbot.console.sandbox imports this module; it uses only the standard library).
+
+Started as ``python -I -S _sandbox_worker.py RFD WFD``. Layers, outermost first:
+1. its own process: uid nobody (when started by root), rlimits on memory, CPU, processes, files
+   and file descriptors, an empty environment, a deleted working directory, and the parent's wall
+   clock that SIGKILLs it;
+2. an audit hook that, while user code runs, refuses every audited operation (imports, open,
+   sockets, processes, ctypes, gc and frame introspection, compile, exec);
+3. builtins reduced to a safe whitelist, the robot API as proxies that only send plain data;
+4. check_source, the AST policy, applied by the parent before anything is sent and again here.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import math
+import os
+import resource
+import struct
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+MAX_SOURCE_CHARS = 100_000
+MAX_DEPTH = 32  # nesting of plain data crossing the pipe
+NOBODY = 65534
+EXIT_MEMORY, EXIT_BROKEN = 3, 4
+HEADER = struct.Struct(">I")
+FORBIDDEN_NAMES = frozenset({
+    "eval", "exec", "compile", "open", "input", "breakpoint", "help", "globals", "locals", "vars", "dir", "getattr", "setattr",
+    "delattr", "hasattr", "type", "object", "super", "classmethod", "staticmethod", "property", "memoryview", "id", "exit",
+    "quit", "copyright", "credits", "license", "aiter", "anext",
+})
+MODULE_NAMES = frozenset({
+    "os", "sys", "subprocess", "socket", "signal", "ctypes", "gc", "pickle", "marshal", "shutil", "pathlib", "builtins",
+    "importlib", "inspect", "io", "time", "threading", "multiprocessing", "resource", "types", "code", "codecs", "posix",
+    "traceback",
+})
+_SAFE_TYPES = (str, bytes, bytearray, list, tuple, dict, set, frozenset, int, float, complex, bool, range, slice, BaseException)
+# Attribute names allowed after a dot: the public methods and fields of the builtin data types, minus the format
+# methods, whose format strings can walk attributes ('{0.__class__}'); 'kind' is RobotError's.
+ALLOWED_ATTRS = frozenset({n for t in _SAFE_TYPES for n in dir(t) if not n.startswith("_")} | {"kind"}) - {"format", "format_map"}
+# Constructs the console refuses. Classes would bring user-defined dunder methods (__repr__, __eq__, __hash__) that
+# the worker's own repr and encoding would run, plus metaclass and __class__-cell tricks; without them every value is
+# a builtin type. Generator functions keep frames alive past the statement (generator expressions stay, with their
+# frame attributes refused by ALLOWED_ATTRS); 'with' needs context-manager classes the console does not offer;
+# 'match' class patterns read attributes by name (case int(__class__=c)); global/nonlocal and async are not needed.
+BANNED_NODES: dict[type, str] = {
+    ast.Import: "importing modules", ast.ImportFrom: "importing modules", ast.Global: "the 'global' statement",
+    ast.Nonlocal: "the 'nonlocal' statement", ast.ClassDef: "defining classes", ast.AsyncFunctionDef: "async code",
+    ast.Await: "async code", ast.AsyncFor: "async code", ast.AsyncWith: "async code",
+    ast.Yield: "'yield' (a generator function)", ast.YieldFrom: "'yield' (a generator function)",
+    ast.With: "a 'with' block", ast.Match: "a 'match' statement", ast.TryStar: "'except*'",
+}
+EXCEPTION_NAMES = [
+    "ArithmeticError", "AssertionError", "AttributeError", "Exception", "IndexError", "KeyError", "LookupError", "MemoryError",
+    "NameError", "NotImplementedError", "OverflowError", "RecursionError", "RuntimeError", "StopIteration", "TimeoutError",
+    "TypeError", "ValueError", "ZeroDivisionError",
+]
+SAFE_BUILTINS = [
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "complex", "dict", "divmod",
+    "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "iter", "len", "list", "map",
+    "max", "min", "next", "oct", "ord", "pow", "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str",
+    "sum", "tuple", "zip",
+] + EXCEPTION_NAMES  # print is replaced by one that captures the output
+CONSOLE_BUILTINS = frozenset(SAFE_BUILTINS) | {"RobotError", "SandboxViolation", "True", "False", "None"}
+
+
+class SandboxViolation(Exception):
+    """Code that tried something the robot console does not allow; the message names it."""
+
+
+class RobotError(Exception):
+    """An error the robot API reported whose class is not a builtin; ``kind`` is its class name."""
+
+    def __init__(self, message: str = "", kind: str = "RobotError") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _violation(what: str, hint: str = "") -> SandboxViolation:
+    return SandboxViolation(f"{what} is not allowed in the robot console" + (f"; {hint}" if hint else ""))
+
+
+def _check_name(name: str, store: bool, api_names: frozenset[str] | set[str]) -> None:
+    if name.startswith("_") and name != "_":
+        raise _violation(f"access to '{name}'")
+    if name in FORBIDDEN_NAMES:
+        raise _violation(f"the built-in '{name}'")
+    if store and name in api_names:
+        raise _violation(f"redefining the robot API function '{name}'")
+
+
+def check_source(source: str, api_names: Iterable[str] = ()) -> ast.Module:
+    """Parse console code and enforce the AST policy; raise SyntaxError or SandboxViolation, run nothing."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise _violation(f"code longer than {MAX_SOURCE_CHARS} characters")
+    api = frozenset(api_names)
+    tree = ast.parse(source, "<console>", "exec")
+    nodes = list(ast.walk(tree))
+    for node in nodes:  # constructs first, then names and attributes in reading order (a.b.c: a.b first)
+        what = BANNED_NODES.get(type(node))
+        if what:
+            raise _violation(what)
+    ends = {id(n): (getattr(n, "end_lineno", 0) or 0, getattr(n, "end_col_offset", 0) or 0) for n in nodes}
+    for node in sorted(nodes, key=lambda n: ends[id(n)]):
+        if isinstance(node, ast.Name):
+            _check_name(node.id, not isinstance(node.ctx, ast.Load), api)
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                raise _violation(f"access to '{node.attr}'")
+            if not isinstance(node.ctx, ast.Load):
+                raise _violation("setting or deleting attributes")
+            if isinstance(node.value, ast.Name) and node.value.id in MODULE_NAMES:
+                raise _violation(f"the module '{node.value.id}'")
+            if node.attr not in ALLOWED_ATTRS:
+                hint = "use an f-string instead" if node.attr in ("format", "format_map") else ""
+                raise _violation(f"the attribute '.{node.attr}'", hint)
+        elif isinstance(node, (ast.FunctionDef, ast.ExceptHandler)) and node.name:
+            _check_name(node.name, True, api)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg and node.arg.startswith("_"):
+            raise _violation(f"access to '{node.arg}'")
+    return tree
+
+
+def called_names(tree: ast.AST) -> set[str]:
+    """Names that the code calls directly (``name(...)``): candidates for function generation."""
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+
+
+def error_line(exc: BaseException, memory_mb: int = 0, max_chars: int = 2000) -> tuple[str, str]:
+    """(type name, one-line 'Type: message') for an exception, as the console shows it."""
+    kind = exc.kind if isinstance(exc, RobotError) else type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        message = f"{exc.msg} (line {exc.lineno})"
+    else:
+        try:
+            message = str(exc)
+        except Exception:  # noqa: BLE001 - e.g. an int too large to print
+            message = "(message could not be shown)"
+    if isinstance(exc, MemoryError) and not message:
+        message = f"the code needed more than {memory_mb} MB of memory" if memory_mb else "out of memory"
+    message = " ".join(message[: max_chars + 1].splitlines())
+    line = f"{kind}: {message}" if message else kind
+    return kind, line if len(line) <= max_chars else line[:max_chars] + "... [truncated]"
+
+
+# --- wire codec: plain data as tagged JSON; containers become [tag, items], bytes ["b", latin-1 text] ---
+_TAGS: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "f"}
+_UNTAG: dict[str, Callable[[list[Any]], Any]] = {"l": list, "t": tuple, "s": set, "f": frozenset}
+PLAIN = "None, bool, int, float, str, bytes, list, tuple, dict, set"
+
+
+class NotPlainData(TypeError):
+    """A value of a type that may not cross between the console and the robot."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"{type_name} is not plain data")
+        self.type_name = type_name
+
+
+def encode(value: Any, convert: Callable[[Any], Any] | None = None, max_size: int = 8 << 20) -> Any:
+    """Tagged JSON tree of plain data; TypeError for anything else, ValueError if larger than ~max_size bytes."""
+    left = [max_size]
+
+    def enc(v: Any, depth: int) -> Any:
+        kind = type(v)
+        left[0] -= len(v) + 2 if kind in (str, bytes, bytearray) else 8
+        if left[0] < 0 or depth > MAX_DEPTH:
+            raise ValueError("the data is too large or nested too deeply to cross between the console and the robot")
+        if v is None or kind in (bool, str, float):
+            return v
+        if kind is int:
+            if v.bit_length() > 12_000:
+                raise ValueError("the integer is too large to cross between the console and the robot")
+            return v
+        if kind in (bytes, bytearray):
+            return ["b", bytes(v).decode("latin-1")]
+        if kind in _TAGS:
+            return [_TAGS[kind], [enc(x, depth + 1) for x in v]]
+        if kind is dict:
+            return ["d", [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]]
+        if convert is not None:
+            return enc(convert(v), depth + 1)
+        raise NotPlainData(kind.__name__)
+
+    return enc(value, 0)
+
+
+def decode(tree: Any, depth: int = 0) -> Any:
+    """Inverse of encode; ValueError for anything malformed (the parent treats that as a hostile worker)."""
+    kind = type(tree)
+    if tree is None or kind in (bool, int, float, str):
+        return tree
+    if kind is not list or len(tree) != 2 or depth > MAX_DEPTH:
+        raise ValueError("malformed message")
+    tag, body = tree
+    if tag == "b" and type(body) is str:
+        return body.encode("latin-1")
+    if type(body) is not list:
+        raise ValueError("malformed message")
+    if tag == "d":
+        if not all(type(p) is list and len(p) == 2 for p in body):
+            raise ValueError("malformed message")
+        try:
+            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
+        except TypeError as exc:
+            raise ValueError(f"malformed message: {exc}") from None
+    if tag not in _UNTAG:
+        raise ValueError("malformed message")
+    try:
+        return _UNTAG[tag]([decode(x, depth + 1) for x in body])
+    except TypeError as exc:  # an unhashable set member
+        raise ValueError(f"malformed message: {exc}") from None
+
+
+def pack(message: dict[str, Any]) -> bytes:
+    """One length-prefixed JSON frame."""
+    body = json.dumps(message, separators=(",", ":")).encode()
+    return HEADER.pack(len(body)) + body
+
+
+def read_frame(fd: int) -> bytes:
+    """Body of the next frame from a blocking fd; EOFError at end of file."""
+    def read(n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    return read(HEADER.unpack(read(HEADER.size))[0])
+
+
+def write_frame(fd: int, message: dict[str, Any]) -> None:
+    """Write one frame to a blocking fd."""
+    view = memoryview(pack(message))
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# --- the worker itself ---
+_GUARD = {"locked": False, "exec": False}
+_AUDIT_TOPICS = {
+    "import": "importing modules", "open": "opening files", "socket": "network access", "ctypes": "native code",
+    "subprocess": "starting processes", "os": "operating-system access", "gc": "garbage-collector introspection",
+    "sys": "interpreter introspection", "object": "code and frame introspection", "exec": "running generated code",
+    "compile": "running generated code",
+}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """While user code runs, refuse every audited operation except the one exec that starts it."""
+    if not _GUARD["locked"]:
+        return
+    if event == "exec" and _GUARD["exec"]:
+        _GUARD["exec"] = False
+        return
+    raise _violation(_AUDIT_TOPICS.get(event.split(".")[0], f"the operation '{event}'"))
+
+
+def harden(rfd: int, wfd: int, memory_mb: int) -> dict[str, Any]:
+    """Move the pipe to fds 3/4, drop root, and set rlimits; returns what was applied."""
+    r, w = os.dup(rfd), os.dup(wfd)
+    os.dup2(r, 3)
+    os.dup2(w, 4)
+    os.closerange(5, 1 << 16)
+    empty = tempfile.mkdtemp(prefix="teachbot-sandbox-")
+    os.chdir(empty)
+    os.rmdir(empty)  # the working directory no longer exists: nothing can be created relative to it
+    os.environ.clear()
+    report: dict[str, Any] = {}
+    if os.geteuid() == 0:
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        except OSError as exc:
+            report["setuid_error"] = str(exc)
+    limits = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": 0, "RLIMIT_NPROC": 0, "RLIMIT_NOFILE": 5, "RLIMIT_MEMLOCK": 0,
+              "RLIMIT_AS": memory_mb << 20}
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    report.update(uid=os.getuid(), gid=os.getgid(), rlimits=limits)
+    return report
+
+
+class Output:
+    """Console output of one run: print() lines and expression reprs, each cut to max_chars, at most max_lines."""
+
+    def __init__(self, max_chars: int, max_lines: int) -> None:
+        self.max_chars, self.max_lines = max_chars, max_lines
+        self.items: list[str] = []
+        self.count = 0
+        self.line: list[str] = []
+        self.line_len = 0
+
+    def add(self, text: str) -> None:
+        if self.count < self.max_lines:
+            self.items.append(text if len(text) <= self.max_chars else text[: self.max_chars] + "... [truncated]")
+        elif self.count == self.max_lines:
+            self.items.append("... [output truncated]")
+        self.count += 1
+
+    def write(self, text: str) -> None:
+        pos = 0
+        while pos < len(text) and self.count <= self.max_lines:
+            nl = text.find("\n", pos)
+            end = len(text) if nl < 0 else nl
+            room = self.max_chars + 1 - self.line_len
+            if room > 0:
+                self.line.append(text[pos : min(end, pos + room)])
+                self.line_len += min(end - pos, room)
+            if nl < 0:
+                return
+            self.flush_line(force=True)
+            pos = nl + 1
+
+    def flush_line(self, force: bool = False) -> None:
+        if self.line or force:
+            self.add("".join(self.line))
+            self.line, self.line_len = [], 0
+
+    def show(self, value: Any) -> None:
+        if value is None:
+            return
+        self.flush_line()
+        if type(value) in (str, bytes) and len(value) > self.max_chars:
+            value = value[: self.max_chars + 1]
+        self.add(repr(value))
+
+    def take(self, final: bool = False) -> list[str]:
+        if final:
+            self.flush_line()
+        items, self.items = self.items, []
+        return items
+
+
+class Worker:
+    """The namespace, the robot API proxies and the request loop of one worker process."""
+
+    def __init__(self, rfd: int, wfd: int, api_names: list[str], limits: dict[str, Any]) -> None:
+        self.rfd, self.wfd, self.limits = rfd, wfd, limits
+        self.api_names = frozenset(api_names)
+        self.out = Output(limits["max_output_chars"], limits["max_output_lines"])
+        self.restoring = False
+        self.calls = 0
+        table = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+        table.update(print=self._make_print(), RobotError=RobotError, SandboxViolation=SandboxViolation)  # after: print captured
+        table.update({name: self._make_proxy(name) for name in api_names})
+        self.builtins = table
+        self.reset()
+
+    def reset(self) -> None:
+        self.ns: dict[str, Any] = {"__builtins__": self.builtins}
+        self.defs: dict[str, tuple[str, Any, set[str]]] = {}  # name -> (source, function object, names it calls)
+        self.sent: dict[str, str | None] = {}  # name -> state text last reported to the parent
+
+    def _make_print(self) -> Callable[..., None]:
+        def print(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+            sep, end = " " if sep is None else sep, "\n" if end is None else end
+            if type(sep) is not str or type(end) is not str:
+                raise TypeError("print(): sep and end must be strings")
+            for i, arg in enumerate(args):
+                if i:
+                    self.out.write(sep)
+                self.out.write(str(arg))
+            self.out.write(end)
+
+        print.__qualname__ = "print"
+        return print
+
+    def _make_proxy(self, name: str) -> Callable[..., Any]:
+        call = self._call
+
+        def proxy(*args: Any, **kwargs: Any) -> Any:
+            return call(name, args, kwargs)
+
+        proxy.__name__ = proxy.__qualname__ = name
+        return proxy
+
+    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.calls += 1
+        if self.restoring:
+            raise RuntimeError("robot API calls are not replayed when the console is restored")
+        try:
+            message = {"op": "call", "name": name, "args": encode(args), "kwargs": encode(kwargs)}
+        except NotPlainData as exc:
+            raise TypeError(f"{name}() takes plain data only ({PLAIN}); got {exc.type_name}") from None
+        except ValueError as exc:
+            raise ValueError(f"{name}(): {exc}") from None
+        message["out"] = self.out.take()
+        depth = sys.getrecursionlimit()
+        sys.setrecursionlimit(depth + 100)  # user code at its recursion limit must not split a call from its reply
+        try:
+            self.send(message)
+            try:
+                reply = self.recv()
+            except BaseException:  # noqa: BLE001 - the reply would stay in the pipe: this worker is out of step
+                os._exit(EXIT_BROKEN)
+        finally:
+            sys.setrecursionlimit(depth)
+        if reply.get("op") == "ret":
+            return decode(reply.get("value"))
+        kind, text = str(reply.get("type")), str(reply.get("msg"))
+        cls = SandboxViolation if kind == "SandboxViolation" else getattr(builtins, kind) if kind in EXCEPTION_NAMES else None
+        if cls is None:
+            raise RobotError(text, kind)
+        try:
+            args = decode(reply["args"])
+            exc = cls(*args) if type(args) is tuple else cls(text)
+        except (KeyError, ValueError, TypeError):
+            exc = cls(text)
+        raise exc
+
+    def display(self, value: Any) -> None:
+        """sys.displayhook: the console shows the repr of each top-level expression statement."""
+        self.out.show(value)
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            write_frame(self.wfd, message)
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
+        except BaseException:  # noqa: BLE001 - a half-written frame: the parent must restart us
+            os._exit(EXIT_BROKEN)
+
+    def recv(self) -> dict[str, Any]:
+        """The next message; a parse error is raised (the frame was consumed, the pipe stays in step)."""
+        try:
+            body = read_frame(self.rfd)
+        except EOFError:
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(EXIT_BROKEN)
+        message = json.loads(body)
+        if type(message) is not dict:
+            raise ValueError("malformed message from the robot")
+        return message
+
+    def _set_cpu_limit(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        soft = math.ceil(usage.ru_utime + usage.ru_stime + self.limits["cpu_time"])
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+    def _execute(self, code: Any) -> None:
+        _GUARD["exec"] = _GUARD["locked"] = True
+        try:
+            exec(code, self.ns)
+        finally:
+            _GUARD["exec"] = _GUARD["locked"] = False
+
+    def run(self, source: str) -> dict[str, Any]:
+        """Run a snippet statement by statement like a console; stop at the first exception."""
+        self.out = Output(self.limits["max_output_chars"], self.limits["max_output_lines"])
+        self.calls = 0
+        result: dict[str, Any] = {"op": "done", "error": None, "etype": None, "undef": None}
+        statements: list[tuple[ast.stmt, Any]] = []
+        try:
+            tree = check_source(source, self.api_names)
+            statements = [(s, compile(ast.Interactive(body=[s], type_ignores=[]), "<console>", "single")) for s in tree.body]
+        except BaseException as exc:  # noqa: BLE001 - SyntaxError, SandboxViolation, RecursionError in the compiler
+            result["etype"], result["error"] = self._describe(exc)
+        self._set_cpu_limit()
+        for stmt, code in statements:
+            before = self.calls
+            try:
+                self._execute(code)
+            except BaseException as exc:  # noqa: BLE001 - everything user code raises becomes an error line
+                result["etype"], result["error"] = self._describe(exc)
+                called = called_names(tree).union(*(d[2] for d in self.defs.values()))
+                if isinstance(exc, NameError) and exc.name in called:
+                    result["undef"] = exc.name
+                break
+            if isinstance(stmt, ast.FunctionDef) and self.calls == before:
+                self.defs[stmt.name] = (ast.unparse(stmt), self.ns.get(stmt.name), called_names(stmt))
+        result["out"] = self.out.take(final=True)
+        return {**result, **self.snapshot()}
+
+    def _describe(self, exc: BaseException) -> tuple[str, str]:
+        return error_line(exc, self.limits["memory_mb"], self.limits["max_output_chars"])
+
+    def snapshot(self) -> dict[str, Any]:
+        """Names, plain-data variables that changed (as JSON text; None = not restorable) and live defs."""
+        names = sorted(k for k in self.ns if not k.startswith("_"))
+        changes: dict[str, str | None] = {}
+        total = 0
+        for name in names:
+            text: str | None
+            try:
+                text = json.dumps(encode(self.ns[name], max_size=64 << 10), separators=(",", ":"))
+                total += len(text)
+            except (TypeError, ValueError, RecursionError, MemoryError):
+                text = None
+            if total > 1 << 20:
+                text = None
+            if self.sent.get(name, "") != text:
+                changes[name] = self.sent[name] = text
+        for name in [n for n in self.sent if n not in self.ns]:
+            changes[name] = None
+            del self.sent[name]
+        defs = [src for name, (src, fn, _) in self.defs.items() if self.ns.get(name) is fn]
+        return {"names": names, "state": changes, "defs": defs}
+
+    def restore(self, defs: list[str], state: dict[str, str]) -> dict[str, Any]:
+        """Replay def statements and reload plain variables into a fresh worker (no robot API calls)."""
+        self.restoring = True
+        self._set_cpu_limit()
+        try:
+            for source in defs:
+                try:
+                    tree = check_source(source, self.api_names)
+                    if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef):
+                        self._execute(compile(tree, "<console>", "exec"))
+                        name = tree.body[0].name
+                        self.defs[name] = (source, self.ns.get(name), called_names(tree))
+                except BaseException:  # noqa: BLE001 - a def that cannot come back is reported as lost by the parent
+                    pass
+            for name, text in state.items():
+                try:
+                    _check_name(name, True, self.api_names)
+                    if name.isidentifier() and type(text) is str:
+                        self.ns[name] = decode(json.loads(text))
+                except (TypeError, ValueError, RecursionError, SandboxViolation):
+                    pass
+        finally:
+            self.restoring = False
+        return {"op": "restored", **self.snapshot()}
+
+    def serve(self) -> None:
+        while True:
+            message = self.recv()
+            op = message.get("op")
+            try:
+                if op == "run":
+                    reply = self.run(str(message.get("src")))
+                elif op == "restore":
+                    reply = self.restore(list(message.get("defs") or []), dict(message.get("state") or {}))
+                elif op == "reset":
+                    self.reset()
+                    reply = {"op": "reset"}
+                else:
+                    os._exit(EXIT_BROKEN)
+            except MemoryError:
+                os._exit(EXIT_MEMORY)
+            self.send(reply)
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: read the init message, harden the process, say ready, then serve requests."""
+    init = json.loads(read_frame(int(argv[1])))
+    limits = init["limits"]
+    report = harden(int(argv[1]), int(argv[2]), int(limits["memory_mb"]))
+    worker = Worker(3, 4, list(init["api"]), limits)
+    warnings.simplefilter("ignore")
+    for codec in ("ascii", "latin-1", "utf-16", "utf-32"):
+        "".encode(codec)  # load the common codecs now: no imports are possible later
+    sys.setrecursionlimit(int(limits["recursion_limit"]) + 30)
+    sys.displayhook = worker.display
+    sys.addaudithook(_audit)
+    worker.send({"op": "ready", **report})
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
