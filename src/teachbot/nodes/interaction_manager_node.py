@@ -15,11 +15,12 @@ from typing import Any
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, TranscriptUpdate
+from teachbot_interfaces.srv import Improve, RetrieveExamples
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import FileExamples, PromptBuilder
-from teachbot.console.registry import RobotApi
+from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.session import ConsoleSession, SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
@@ -32,9 +33,7 @@ from teachbot.nodes.skill_client import SkillClient
 TRANSCRIPT_QOS = QoSProfile(
     depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL
 )
-UNAVAILABLE = {
-    "learn_from_interaction": "the improvement node is not running (it arrives with the memory work)",
-}
+LEARN_TIMEOUT = 180.0  # seconds for the improvement LLM's whole chain
 
 
 class InteractionManagerNode(Node):
@@ -63,7 +62,10 @@ class InteractionManagerNode(Node):
         robot = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: dict(self._objects), self.dialog)
         implementations = robot.functions() if self.api.profile == "tabletop" else {
             "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say}
-        self.functions = self.api.bind(implementations, UNAVAILABLE)
+        implementations["learn_from_interaction"] = self.learn_from_interaction
+        self.improve_client = self.create_client(Improve, "improvement/improve")
+        self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
+        self.functions = self.api.bind(implementations)
         llm_raw = load_llm_config(str(self.get_parameter("llm_config").value) or None)
         self.model = interaction_model or model_from_config(llm_raw, "interaction")
         self.function_model = function_model or model_from_config(llm_raw, "function_generation")
@@ -72,7 +74,7 @@ class InteractionManagerNode(Node):
             if add is not None:
                 add(lambda completion, prompt, role=role: self._publish_completion(role, completion, prompt))
         self.session_config = SessionConfig.from_config(cfg.get("session", {}))
-        self.prompts = PromptBuilder.for_profile(self.api, FileExamples(), int(cfg["examples_k"]))
+        self.prompts = PromptBuilder.for_profile(self.api, MemoryExamples(self.retrieve_client, FileExamples()), int(cfg["examples_k"]))
         limits = SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {}))
         self.executor_sandbox = SandboxExecutor(self.functions, limits, on_kill=self.skills.cancel_all)
         self.episode_id = ""
@@ -110,6 +112,21 @@ class InteractionManagerNode(Node):
         msg.header.stamp = self.get_clock().now().to_msg()
         self.completion_pub.publish(msg)
 
+    # ------------------------------------------------------------------ learning
+    def learn_from_interaction(self) -> str | None:
+        """Send this episode's transcript to the improvement node; say what will be done differently."""
+        if not self.improve_client.service_is_ready():
+            raise NotAvailableError("learn_from_interaction() is not available: the improvement node is not running "
+                                    "(ros2 run teachbot improvement)")
+        session = self.session
+        request = Improve.Request(profile=self.api.profile, episode_id=self.episode_id,
+                                  transcript=session.transcript.render() if session else "")
+        reply = _call(self.improve_client, request, LEARN_TIMEOUT, "improvement/improve")
+        if not reply.stored:
+            return f"nothing learned: {reply.message}"
+        self.dialog.say(f"Got it. Next time: {reply.message[0].lower() + reply.message[1:] if reply.message else ''}")
+        return None
+
     # ------------------------------------------------------------------ episodes
     def _episodes(self) -> None:
         while not self._stopping.is_set():
@@ -138,6 +155,40 @@ class InteractionManagerNode(Node):
         self._thread.join(timeout=5.0)
         self.executor_sandbox.close()
         self.skills.close()
+
+
+def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
+    """A service call from a non-executor thread, with an overall timeout."""
+    done = threading.Event()
+    future = client.call_async(request)
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout):
+        raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
+    return future.result()
+
+
+class MemoryExamples:
+    """Examples from the memory node's retrieval when it runs, else from the seed files."""
+
+    def __init__(self, client: Any, fallback: FileExamples) -> None:
+        self.client, self.fallback = client, fallback
+
+    def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
+        if not self.client.service_is_ready():
+            return self.fallback.examples(profile, instructions, k)
+        request = RetrieveExamples.Request(profile=profile, instructions=list(reversed(instructions)), k=k)
+        try:
+            reply = _call(self.client, request, 10.0, "memory/retrieve")
+        except TimeoutError:
+            return self.fallback.examples(profile, instructions, k)
+        return [_with_scope(e) for e in reply.examples]
+
+
+def _with_scope(example: Any) -> str:
+    """A learned example is shown with the condition it was taught under (scoped learning)."""
+    if example.source == "learned" and example.scope:
+        return f"# learned lesson, applies {example.scope.rstrip('.')}: {example.improvement}\n{example.transcript}"
+    return example.transcript
 
 
 class _TimedSkills:
