@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from teachbot.errors import LimitExceededError, OutOfWorkspaceError, UnreachableError
-from teachbot.skills.kinematics import KinematicsModel
+from teachbot.skills.kinematics import IK_TOLERANCE, KinematicsModel
 from teachbot.skills.motion import JointTrajectory, SafetyLimits, time_path
 
 
@@ -31,7 +31,7 @@ def test_ik_reaches_workspace_points_pointing_down(kin, profile, xyz):
     orientation = kin.grasp_orientation(0.3)
     q = kin.ik(target, orientation, np.array(profile.home))
     reached, quat = kin.fk(q)
-    assert np.linalg.norm(reached - target) < 0.004
+    assert np.linalg.norm(reached - target) < IK_TOLERANCE
     assert 1 - abs(np.dot(quat, orientation)) < 0.02
     kin.check_limits(q)
 

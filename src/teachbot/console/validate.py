@@ -33,9 +33,9 @@ def transcript_problems(text: str, api: RobotApi, *, forbid: tuple[str, ...] = (
                 defined.update(a.arg for a in args.args + args.kwonlyargs + args.posonlyargs)
                 if isinstance(node, ast.FunctionDef):
                     defined.add(node.name)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 defined.add(node.id)
-            elif isinstance(node, (ast.Name, ast.Attribute)):
+            if isinstance(node, (ast.Name, ast.Attribute)):
                 name = node.id if isinstance(node, ast.Name) else node.attr
                 if name.startswith("_"):
                     problems.append(f"statement {number} uses the private name {name!r}")

@@ -26,6 +26,7 @@ from teachbot.errors import (
     PlaceFailedError,
     TeachbotError,
     UnknownObjectError,
+    UnreachableError,
 )
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.interfaces import ArmInterface, CancelToken, ObjectInfo, ObjectSource
@@ -96,10 +97,10 @@ class SkillLibrary:
             raise AlreadyHoldingError(f"already holding {self.held!r}; place it or open the gripper first")
         self.safety.check_point(obj.position, f"{obj.name!r} at")
         sk = self.profile.skills
-        yaw = _grasp_yaw(obj.yaw)
         grasp = obj.position.copy()
         above = grasp + [0, 0, sk.approach_height]
         lift = np.array([grasp[0], grasp[1], max(sk.transport_height, grasp[2] + sk.approach_height)])
+        yaw = self._reachable_yaw(_grasp_yaw(obj.yaw), [above, *_line(above, grasp), *_line(grasp, lift)])
         self._stage("open", 0.05)
         self._gripper(self.profile.gripper.max_width)
         self._stage("approach", 0.15)
@@ -131,10 +132,10 @@ class SkillLibrary:
         held = self._object(self.held)
         xy, rest_z, target_label = self._place_target(held, target_name, target_point)
         sk = self.profile.skills
-        yaw = _grasp_yaw(held.yaw)
         release = np.array([xy[0], xy[1], rest_z + sk.place_clearance])
         carry = np.array([xy[0], xy[1], max(sk.transport_height, release[2] + sk.approach_height)])
         self.safety.check_point(release, "place point")
+        yaw = self._reachable_yaw(_grasp_yaw(held.yaw), [carry, *_line(carry, release)])
         self._stage("transport", 0.1)
         self._move_joint_space(carry, yaw)
         self._stage("lower", 0.5)
@@ -202,8 +203,9 @@ class SkillLibrary:
         target = self._named_pose(pose_name) if pose_name else np.asarray(position, float)
         if target is None or target.shape != (3,):
             raise InvalidArgumentError("move_to needs a pose name or an [x, y, z] position")
+        self.safety.check_point(target)
         self._stage("move", 0.1)
-        self._move_joint_space(target, 0.0, speed)
+        self._move_joint_space(target, self._reachable_yaw(0.0, [target]), speed)
         self._stage("done", 1.0)
         return {}
 
@@ -296,6 +298,20 @@ class SkillLibrary:
                 return current
         raise MotionTimeoutError("the gripper did not stop moving; check the gripper driver, then retry")
 
+    def _reachable_yaw(self, yaw: float, points: list[np.ndarray]) -> float:
+        """``yaw`` or a quarter turn of it (the same grasp of a cube) for which every point has an IK
+        solution; close to the robot's base only some hand orientations are within the joint limits."""
+        error: Exception | None = None
+        for candidate in (yaw, yaw + math.pi / 2, yaw - math.pi / 2):
+            seed = self.arm.joint_positions()
+            try:
+                for point in points:
+                    seed = self.kin.ik(point, self.kin.grasp_orientation(candidate), seed)
+                return candidate
+            except UnreachableError as exc:
+                error = error or exc
+        raise error or UnreachableError("no reachable hand orientation")
+
     def _settle(self, seconds: float) -> None:
         """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
         start, deadline = self.arm.now(), time.monotonic() + seconds + self.profile.skills.motion_timeout_margin
@@ -313,11 +329,10 @@ class SkillLibrary:
         self.safety.check_point(xyz)
         q0 = self.arm.joint_positions()
         start, _ = self.kin.fk(q0)
-        steps = max(1, int(math.ceil(np.linalg.norm(xyz - start) / CARTESIAN_STEP)))
         orientation = self.kin.grasp_orientation(yaw)
         path, q = [q0], q0
-        for k in range(1, steps + 1):
-            q = self.kin.ik(start + (xyz - start) * k / steps, orientation, q)
+        for point in _line(start, xyz):
+            q = self.kin.ik(point, orientation, q)
             path.append(q)
         self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor)
 
@@ -347,6 +362,12 @@ class SkillLibrary:
                     f"the arm did not reach its goal within {traj.duration + self.profile.skills.motion_timeout_margin:.1f} s "
                     f"(still {err:.3f} rad away); check the controller and for obstacles, then retry"
                 )
+
+
+def _line(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """Points every CARTESIAN_STEP from ``start`` (excluded) to ``end`` (included)."""
+    steps = max(1, int(math.ceil(np.linalg.norm(end - start) / CARTESIAN_STEP)))
+    return [start + (end - start) * k / steps for k in range(1, steps + 1)]
 
 
 def _grasp_yaw(yaw: float) -> float:

@@ -63,13 +63,18 @@ class SafetyLimits:
                 )
 
     def check_trajectory(self, start: np.ndarray, traj: JointTrajectory) -> None:
-        """Joint limits at every point and speed on every segment, against the hard maximum."""
+        """Joint limits at every point and speed on every segment, against the hard maximum.
+
+        The start is where the arm is: it may sit a hair beyond a margined limit, and moving away
+        from there must stay possible, so only the commanded points are limit-checked."""
         q = np.vstack([start, traj.positions])
         t = np.concatenate([[0.0], traj.times])
-        if np.any(q < self.lower - 1e-6) or np.any(q > self.upper + 1e-6):
-            k, i = np.argwhere((q < self.lower - 1e-6) | (q > self.upper + 1e-6))[0]
+        points = traj.positions
+        outside = (points < self.lower - 1e-6) | (points > self.upper + 1e-6)
+        if np.any(outside):
+            k, i = np.argwhere(outside)[0]
             raise LimitExceededError(
-                f"trajectory point {k} puts joint {traj.joint_names[i]} at {q[k, i]:.3f} rad, outside "
+                f"trajectory point {k} puts joint {traj.joint_names[i]} at {points[k, i]:.3f} rad, outside "
                 f"[{self.lower[i]:.3f}, {self.upper[i]:.3f}]"
             )
         dt = np.diff(t)

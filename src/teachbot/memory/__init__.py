@@ -1,0 +1,32 @@
+"""Episodic memory: interaction examples (seed and learned), sentence embeddings and retrieval.
+
+Pure Python, no ROS. ``EpisodicMemory.open()`` builds everything from config/memory.yaml.
+"""
+
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.embedding import CachedEmbedder, Embedder, EmbeddingCache, SentenceTransformerEmbedder, cached
+from teachbot.memory.episodic import EpisodicMemory
+from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError
+from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever, query_vector
+from teachbot.memory.store import ImportReport, MemoryStore
+
+__all__ = [
+    "LEARNED",
+    "SEED",
+    "CachedEmbedder",
+    "Embedder",
+    "EmbeddingCache",
+    "EpisodicMemory",
+    "ImportReport",
+    "InteractionExample",
+    "MemoryConfig",
+    "MemoryStore",
+    "MemoryStoreError",
+    "RetrievalConfig",
+    "Retrieved",
+    "Retriever",
+    "SentenceTransformerEmbedder",
+    "UnknownExampleError",
+    "cached",
+    "query_vector",
+]

@@ -1,0 +1,75 @@
+"""``config/memory.yaml``: where the store lives, which embedding model, and the retrieval parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teachbot.config import load_yaml
+from teachbot.errors import ConfigError
+from teachbot.memory.retrieval import RetrievalConfig
+from teachbot.paths import config_path, share_dir
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Resolved memory settings. ``model_path`` None means the bundled all-MiniLM-L6-v2; ``cache_dir`` None, no cache."""
+
+    learned_dir: Path
+    seeds_dir: Path | None = None
+    model_path: Path | None = None
+    model_name: str = ""
+    device: str = "cpu"
+    batch_size: int = 64
+    cache_dir: Path | None = None
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> MemoryConfig:
+        path = Path(path) if path else config_path("memory.yaml")
+        return cls.from_mapping(load_yaml(path), str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any], source: str = "memory config", base: Path | None = None) -> MemoryConfig:
+        """Build from the parsed YAML; relative paths resolve against ``base`` (default: the share dir)."""
+        base = base or share_dir()
+        memory = _section(raw, "memory", source)
+        store, embedding, retrieval = (_section(memory, name, source, f"memory.{name}") for name in ("store", "embedding", "retrieval"))
+
+        def path_of(section: dict[str, Any], key: str, where: str) -> Path | None:
+            value = section.get(key, "")
+            if not isinstance(value, str):
+                raise ConfigError(f"{source}: {where}.{key} must be a path string, got {value!r}")
+            return (base / value).resolve() if value and not Path(value).expanduser().is_absolute() else (
+                Path(value).expanduser() if value else None)
+
+        learned = path_of(store, "learned_dir", "memory.store")
+        if learned is None:
+            raise ConfigError(f"{source}: memory.store.learned_dir is empty; name the directory for learned examples")
+        try:
+            settings = RetrievalConfig(k=int(retrieval.get("k", 16)), gamma=float(retrieval.get("gamma", 0.6)),
+                                       recent=int(retrieval.get("recent_instructions", 3)))
+            batch_size = int(embedding.get("batch_size", 64))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: memory.retrieval / memory.embedding: {exc}") from None
+        if settings.k < 1 or settings.recent < 1 or not 0.0 <= settings.gamma <= 1.0 or batch_size < 1:
+            raise ConfigError(f"{source}: need retrieval.k >= 1, retrieval.recent_instructions >= 1, 0 <= retrieval.gamma <= 1 "
+                              f"and embedding.batch_size >= 1; got {settings} and batch_size {batch_size}")
+        return cls(
+            learned_dir=learned,
+            seeds_dir=path_of(store, "seeds_dir", "memory.store"),
+            model_path=path_of(embedding, "model_path", "memory.embedding"),
+            model_name=str(embedding.get("name", "") or ""),
+            device=str(embedding.get("device", "cpu") or "cpu"),
+            batch_size=batch_size,
+            cache_dir=path_of(embedding, "cache_dir", "memory.embedding"),
+            retrieval=settings,
+        )
+
+
+def _section(raw: dict[str, Any], key: str, source: str, dotted: str = "") -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: '{dotted or key}' must be a mapping, got {value!r}")
+    return value

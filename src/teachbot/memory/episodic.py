@@ -1,0 +1,75 @@
+"""Episodic memory as one object: the store, the embedder and a retrieval index kept in step with it.
+
+The memory node wraps this: add/list/remove/export/import go to ``memory.store`` (or ``add`` here,
+which also stamps the embedding model and indexes at once), retrieval goes through ``retrieve``,
+which first picks up whatever other processes wrote to the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from teachbot.console.transcript import Transcript
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
+from teachbot.memory.example import InteractionExample
+from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever
+from teachbot.memory.store import MemoryStore
+
+
+class EpisodicMemory:
+    """A MemoryStore plus a Retriever over it."""
+
+    def __init__(self, store: MemoryStore, embedder: Embedder, retrieval: RetrievalConfig | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.retriever = Retriever(embedder, retrieval)
+        self._lock = threading.Lock()
+        self._seen_version = -1
+
+    @classmethod
+    def open(cls, config: MemoryConfig | str | Path | None = None, embedder: Embedder | None = None) -> EpisodicMemory:
+        """From a MemoryConfig or a config file (default config/memory.yaml). The model loads lazily, on first need."""
+        if not isinstance(config, MemoryConfig):
+            config = MemoryConfig.load(config)
+        if embedder is None:
+            model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
+            embedder = cached(model, config.cache_dir)
+        store = MemoryStore(config.learned_dir, config.seeds_dir)
+        return cls(store, embedder, config.retrieval)
+
+    def sync(self) -> bool:
+        """Bring the index in step with the store (embedding only new keys); True if anything changed."""
+        with self._lock:
+            self.store.refresh()
+            version = self.store.version
+            if version == self._seen_version:
+                return False
+            added, removed = self.retriever.sync(self.store.list())
+            self._seen_version = version
+            return bool(added or removed)
+
+    def add(self, example: InteractionExample) -> str:
+        """Store a learned example (its embedding model stamped) and index it; returns its id."""
+        stamped = example if example.embedding_model else example.replace(embedding_model=self.embedder.name)
+        example_id = self.store.add(stamped)
+        self.sync()
+        return example_id
+
+    def remove(self, example_id: str) -> None:
+        self.store.remove(example_id)
+        self.sync()
+
+    def retrieve(self, newest_first: Sequence[str], profile: str = "", k: int | None = None) -> list[Retrieved]:
+        """Top-k for the instructions, NEWEST FIRST; most similar last. See Retriever.retrieve."""
+        self.sync()
+        return self.retriever.retrieve(newest_first, profile, k)
+
+    def retrieve_for(self, transcript: Transcript, profile: str = "", k: int | None = None) -> list[Retrieved]:
+        """Top-k for the instructions in a transcript (which lists them oldest first)."""
+        return self.retrieve(list(reversed(transcript.instructions())), profile, k)
+
+    def __len__(self) -> int:
+        return len(self.store)
