@@ -40,6 +40,8 @@ setup(
             "sim = teachbot.nodes.sim_node:main",
             "skills = teachbot.nodes.skills_node:main",
             "interaction_manager = teachbot.nodes.interaction_manager_node:main",
+            "memory = teachbot.nodes.memory_node:main",
+            "improvement = teachbot.nodes.improvement_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

@@ -104,7 +104,7 @@ def setup_py_console_scripts() -> dict[str, str]:
 def test_setup_py_declares_console_scripts() -> None:
     """`ros2 run teachbot sim|skills` and the `teachbot` CLI need these entry points."""
     scripts = setup_py_console_scripts()
-    assert {"sim", "skills", "teachbot"} <= set(scripts)
+    assert {"sim", "skills", "interaction_manager", "memory", "improvement", "teachbot"} <= set(scripts)
     for target in scripts.values():
         module, _, func = target.partition(":")
         assert module.startswith("teachbot.") and func, target
@@ -112,7 +112,7 @@ def test_setup_py_declares_console_scripts() -> None:
 
 def test_console_scripts_installed_by_setup() -> None:
     """`make setup` put the entry points into the venv (editable install of the root package)."""
-    for name in ("sim", "skills", "teachbot"):
+    for name in ("sim", "skills", "interaction_manager", "memory", "improvement", "teachbot"):
         assert (BIN / name).is_file(), f"{BIN / name} missing: run make setup"
 
 
