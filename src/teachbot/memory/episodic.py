@@ -44,10 +44,10 @@ class EpisodicMemory:
         """Bring the index in step with the store (embedding only new keys); True if anything changed."""
         with self._lock:
             self.store.refresh()
-            version = self.store.version
-            if version == self._seen_version:
+            if self.store.version == self._seen_version:
                 return False
-            added, removed = self.retriever.sync(self.store.list())
+            version, examples = self.store.snapshot()
+            added, removed = self.retriever.sync(examples)
             self._seen_version = version
             return bool(added or removed)
 

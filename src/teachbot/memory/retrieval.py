@@ -105,7 +105,8 @@ class Retriever:
         """Make the index hold exactly ``examples`` (by id): embed only the new ones. Returns (added, removed)."""
         wanted = {e.id: e for e in examples}
         with self._lock:
-            stale = [i for i, slot in self._slot.items() if i not in wanted or self._examples[slot] != wanted[i]]
+            stale = [i for i, slot in self._slot.items()
+                     if (e := wanted.get(i)) is None or (e is not self._examples[slot] and e != self._examples[slot])]
             removed = self.remove(stale)
             added = self.add(e for i, e in wanted.items() if i not in self._slot)
         return added, removed

@@ -118,6 +118,11 @@ class MemoryStore:
             learned = sorted(self._learned.values(), key=lambda e: (e.created, e.id)) if source in ("", LEARNED) else []
         return [e for e in seeds + learned if not profile or e.profile == profile]
 
+    def snapshot(self) -> tuple[int, list[InteractionExample]]:
+        """``version`` and every example it stands for, consistently, without refreshing (call refresh() first)."""
+        with self._lock:
+            return self._version, [*self._seeds.values(), *self._learned.values()]
+
     def refresh(self) -> bool:
         """Pick up learned examples other processes added or removed; cheap (one stat) when nothing changed."""
         with self._lock:
@@ -246,15 +251,11 @@ class MemoryStore:
         return True
 
     def _scan(self) -> bool:
-        on_disk: set[str] = set()
-        with os.scandir(self.learned_dir) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.startswith("."):
-                    if name.endswith(TEMP_SUFFIX):
-                        self._check_temp(Path(entry.path))
-                elif name.endswith(SUFFIX) and entry.is_file():
-                    on_disk.add(name[: -len(SUFFIX)])
+        names = os.listdir(self.learned_dir)
+        on_disk = {name[: -len(SUFFIX)] for name in names if name.endswith(SUFFIX) and not name.startswith(".")}
+        for name in names:
+            if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                self._check_temp(self.learned_dir / name)
         changed = False
         for gone in self._learned.keys() - on_disk:
             del self._learned[gone]
@@ -278,6 +279,9 @@ class MemoryStore:
                 raise MemoryStoreError(f"{path}: id {example.id!r} does not match the file name")
         except FileNotFoundError:
             return None  # removed by another process since the listing
+        except OSError as exc:  # not a regular file, no permission: leave it where it is
+            log.warning("memory store: %s cannot be read (%s); ignored", path, exc)
+            return None
         except (ValueError, MemoryStoreError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             self._quarantine(path, f"unreadable example ({exc})")
             return None

@@ -35,6 +35,7 @@ from teachbot.skills.motion import SafetyLimits, time_path
 
 Feedback = Callable[[str, float], None]
 CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
+LINE_TUBE = 0.03  # metres a joint-space stand-in for a straight line may stray from it
 OBJECT_LIST_GRACE = 0.5  # seconds to wait for a fresh object list before calling a name unknown
 GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
 
@@ -100,7 +101,7 @@ class SkillLibrary:
         grasp = obj.position.copy()
         above = grasp + [0, 0, sk.approach_height]
         lift = np.array([grasp[0], grasp[1], max(sk.transport_height, grasp[2] + sk.approach_height)])
-        yaw = self._reachable_yaw(_grasp_yaw(obj.yaw), [above, *_line(above, grasp), *_line(grasp, lift)])
+        yaw = self._reachable_yaw(_grasp_yaw(obj.yaw), [above, grasp, lift])
         self._stage("open", 0.05)
         self._gripper(self.profile.gripper.max_width)
         self._stage("approach", 0.15)
@@ -135,7 +136,7 @@ class SkillLibrary:
         release = np.array([xy[0], xy[1], rest_z + sk.place_clearance])
         carry = np.array([xy[0], xy[1], max(sk.transport_height, release[2] + sk.approach_height)])
         self.safety.check_point(release, "place point")
-        yaw = self._reachable_yaw(_grasp_yaw(held.yaw), [carry, *_line(carry, release)])
+        yaw = self._reachable_yaw(_grasp_yaw(held.yaw), [carry, release])
         self._stage("transport", 0.1)
         self._move_joint_space(carry, yaw)
         self._stage("lower", 0.5)
@@ -325,16 +326,38 @@ class SkillLibrary:
         self._execute(q, speed or self.profile.safety.default_speed_factor)
 
     def _move_line(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
-        """Straight-line gripper motion through IK waypoints every CARTESIAN_STEP."""
+        """Straight-line gripper motion through IK waypoints every CARTESIAN_STEP.
+
+        Where the line crosses a spot the arm cannot reach pointing down (right in front of the
+        Panda's base some heights are out of reach), a joint-space move between the two ends is
+        used instead, if its gripper path stays within LINE_TUBE of the line."""
         self.safety.check_point(xyz)
         q0 = self.arm.joint_positions()
         start, _ = self.kin.fk(q0)
         orientation = self.kin.grasp_orientation(yaw)
         path, q = [q0], q0
-        for point in _line(start, xyz):
-            q = self.kin.ik(point, orientation, q)
-            path.append(q)
+        try:
+            for point in _line(start, xyz):
+                q = self.kin.ik(point, orientation, q)
+                path.append(q)
+        except UnreachableError:
+            q_end = self.kin.ik(xyz, orientation, q0)
+            self._check_tube(q0, q_end, start, xyz)
+            path = [q0, q_end]
         self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor)
+
+    def _check_tube(self, q0: np.ndarray, q1: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Refuse a joint-space replacement of a straight line whose gripper path strays from it."""
+        axis = end - start
+        length = float(np.linalg.norm(axis)) or 1.0
+        for s in np.linspace(0.0, 1.0, 21):
+            point, _ = self.kin.fk(q0 + s * (q1 - q0))
+            along = float(np.clip(np.dot(point - start, axis) / length**2, 0.0, 1.0))
+            if np.linalg.norm(point - (start + along * axis)) > LINE_TUBE or point[2] < min(start[2], end[2]) - 0.005:
+                raise UnreachableError(
+                    f"cannot move the gripper straight from ({start[0]:.2f}, {start[1]:.2f}, {start[2]:.2f}) to "
+                    f"({end[0]:.2f}, {end[1]:.2f}, {end[2]:.2f}); choose a point farther from the robot's base"
+                )
 
     def _execute(self, q_goal: np.ndarray, speed: float) -> None:
         self._execute_path(np.array([self.arm.joint_positions(), q_goal]), speed)
