@@ -219,3 +219,15 @@ def test_episodic_memory_stays_in_step_with_the_store_across_restarts(minilm, tm
     memory2 = EpisodicMemory.open(config, embedder=CachedEmbedder(restarted, EmbeddingCache(config.cache_dir, minilm.name)))
     assert [r.example.id for r in memory2.retrieve(["give me a coffee"])] == ids
     assert restarted.calls == 0  # keys and the query all came from the persistent cache
+
+
+def test_config_file_resolves_paths_and_checks_values(tmp_path: Path) -> None:
+    shipped = MemoryConfig.load()  # config/memory.yaml
+    assert shipped.retrieval == RetrievalConfig(k=16, gamma=0.6, recent=3) and shipped.model_path is None
+    assert shipped.learned_dir.parent == shipped.seeds_dir and shipped.cache_dir is not None
+    relative = MemoryConfig.from_mapping({"memory": {"store": {"learned_dir": "x/learned"}}}, base=tmp_path)
+    assert relative.learned_dir == (tmp_path / "x" / "learned").resolve() and relative.seeds_dir is None and relative.cache_dir is None
+    bad = tmp_path / "memory.yaml"
+    bad.write_text("memory:\n  store: {learned_dir: l}\n  retrieval: {gamma: 2}\n")
+    with pytest.raises(ConfigError, match="gamma"):
+        MemoryConfig.load(bad)

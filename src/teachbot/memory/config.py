@@ -41,8 +41,10 @@ class MemoryConfig:
             value = section.get(key, "")
             if not isinstance(value, str):
                 raise ConfigError(f"{source}: {where}.{key} must be a path string, got {value!r}")
-            return (base / value).resolve() if value and not Path(value).expanduser().is_absolute() else (
-                Path(value).expanduser() if value else None)
+            if not value:
+                return None
+            path = Path(value).expanduser()
+            return path if path.is_absolute() else (base / path).resolve()
 
         learned = path_of(store, "learned_dir", "memory.store")
         if learned is None:

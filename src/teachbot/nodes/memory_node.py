@@ -85,7 +85,10 @@ class MemoryNode(Node):
 
     def on_list(self, request: ListExamples.Request, response: ListExamples.Response) -> ListExamples.Response:
         self.memory.sync()
-        response.examples = [to_msg(e) for e in self.memory.store.list(request.profile, request.source)]
+        try:
+            response.examples = [to_msg(e) for e in self.memory.store.list(request.profile, request.source)]
+        except TeachbotError as exc:  # e.g. an unknown source filter: answer with nothing, log why
+            self.get_logger().warning(f"memory/list: {exc}")
         return response
 
     def on_remove(self, request: RemoveExample.Request, response: RemoveExample.Response) -> RemoveExample.Response:
