@@ -105,6 +105,15 @@ class RecordingModel:
         with self._listeners_lock:
             self._listeners.append(listener)
 
+    def _sampling(
+        self, stop: Sequence[str] | None, temperature: float | None, max_tokens: int | None
+    ) -> tuple[tuple[str, ...], float, int]:
+        """The call's stop strings, temperature and token limit, the configured ones where ``None``."""
+        stops = tuple(s for s in (getattr(self, "stop", DEFAULT_STOP) if stop is None else stop) if s)
+        temp = getattr(self, "temperature", 0.0) if temperature is None else temperature
+        limit = getattr(self, "max_tokens", 0) if max_tokens is None else max_tokens
+        return stops, temp, limit
+
     def _record(self, completion: Completion, prompt: str) -> Completion:
         self.history.append(completion)
         with self._listeners_lock:

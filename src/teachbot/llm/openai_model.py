@@ -118,9 +118,7 @@ class OpenAIModel(RecordingModel):
         max_tokens: int | None = None,
     ) -> Completion:
         """Complete ``prompt``; ``None`` arguments take the configured values (stop ``['>>>']`` by default)."""
-        stops = tuple(s for s in (self.stop if stop is None else stop) if s)
-        base_temperature = self.temperature if temperature is None else temperature
-        limit = self.max_tokens if max_tokens is None else max_tokens
+        stops, base_temperature, limit = self._sampling(stop, temperature, max_tokens)
         start = time.monotonic()
         attempts = 0
         for empty_try in range(self.empty_retries + 1):

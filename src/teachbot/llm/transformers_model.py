@@ -90,9 +90,7 @@ class TransformersModel(RecordingModel):
         """Complete ``prompt`` locally; ``None`` arguments take the configured values."""
         import torch
 
-        stops = tuple(s for s in (self.stop if stop is None else stop) if s)
-        temp = self.temperature if temperature is None else temperature
-        limit = self.max_tokens if max_tokens is None else max_tokens
+        stops, temp, limit = self._sampling(stop, temperature, max_tokens)
         start = time.monotonic()
         inputs = self._tokenizer(prompt, return_tensors="pt").to(self.device)
         prompt_len = int(inputs["input_ids"].shape[1])
