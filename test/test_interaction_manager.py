@@ -115,3 +115,28 @@ def test_the_console_runs_on_an_openai_compatible_endpoint(client, ros_context):
             executor.shutdown(timeout_sec=2.0)
             thread.join(timeout=2.0)
             node.destroy_node()
+
+
+def test_robot_functions_fail_at_once_when_their_nodes_are_missing(ros_context):
+    """No skills node and no object list in this namespace: clear errors in the transcript, no hang."""
+    model = ScriptedModel(["get_obj_names()", "put_first_on_second('red block', 'blue bowl')", "learn_from_interaction()"])
+    node = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), namespace="/lonely",
+                                  objects_topic="/lonely/objects")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        wait_until(lambda: model.served >= 3 and node.session is not None and len(node.session.transcript) >= 6,
+                   what="three statements")
+        lines = node.session.transcript.render().splitlines()
+    finally:
+        node.close()
+        executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=2.0)
+        node.destroy_node()
+    assert time.monotonic() - started < 15
+    assert lines[1] == "NotAvailableError: no object list has arrived on /lonely/objects; start the perception (or sim) node"
+    assert lines[3].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
+    assert lines[5].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node is not running")

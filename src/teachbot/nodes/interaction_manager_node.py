@@ -40,9 +40,10 @@ class InteractionManagerNode(Node):
     """Runs console episodes one after another on a session thread."""
 
     def __init__(
-        self, interaction_model: Model | None = None, function_model: Model | None = None, **overrides: Any
+        self, interaction_model: Model | None = None, function_model: Model | None = None, namespace: str = "",
+        **overrides: Any,
     ) -> None:
-        super().__init__("interaction_manager")
+        super().__init__("interaction_manager", namespace=namespace)
         self.declare_parameter("config", "interaction")
         self.declare_parameter("llm_config", str(overrides.pop("llm_config", "")))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["interaction"]
@@ -55,11 +56,12 @@ class InteractionManagerNode(Node):
         self.completion_pub = self.create_publisher(LlmCompletion, "interaction/completions", TRANSCRIPT_QOS)
         self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
-        self._objects: dict[str, list[float]] = {}
-        self.create_subscription(ObjectList, str(cfg["objects_topic"]), self.on_objects, LATCHED_QOS)
+        self._objects: dict[str, list[float]] | None = None  # None until the first object list arrives
+        self.objects_topic = str(cfg["objects_topic"])
+        self.create_subscription(ObjectList, self.objects_topic, self.on_objects, LATCHED_QOS)
         self.skills = SkillClient(self)
         self.skill_timeout = float(cfg["skill_timeout"])
-        robot = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: dict(self._objects), self.dialog)
+        robot = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects, self.dialog)
         implementations = robot.functions() if self.api.profile == "tabletop" else {
             "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say}
         implementations["learn_from_interaction"] = self.learn_from_interaction
@@ -90,6 +92,13 @@ class InteractionManagerNode(Node):
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
+
+    def _current_objects(self) -> dict[str, list[float]]:
+        if self._objects is None:
+            raise NotAvailableError(
+                f"no object list has arrived on {self.objects_topic}; start the perception (or sim) node"
+            )
+        return dict(self._objects)
 
     def _say(self, text: str) -> None:
         msg = DialogTurn(speaker="robot", type="dialog", text=text)

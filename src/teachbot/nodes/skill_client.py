@@ -25,6 +25,9 @@ from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.skills_node import SKILLS
 
 
+DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
+
+
 @dataclass(eq=False)
 class SkillHandle:
     """A goal in flight: wait for it, read its feedback, or cancel it."""
@@ -97,6 +100,11 @@ class SkillClient:
 
     def send(self, name: str, timeout: float = 5.0, **fields: Any) -> SkillHandle:
         """Send a goal; returns once the server has accepted it."""
+        client = self._clients[name]
+        if not client.server_is_ready() and not client.wait_for_server(timeout_sec=DISCOVERY_GRACE):
+            raise ControllerError(
+                f"{name} is not available: no skills node serves skills/{name}; start it (ros2 run teachbot skills)"
+            )
         action_type = SKILLS[name][0]
         goal = action_type.Goal()
         for key, value in fields.items():
