@@ -24,7 +24,6 @@ from teachbot.errors import ControllerError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.skills_node import SKILLS
 
-
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
 
 
