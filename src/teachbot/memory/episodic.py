@@ -16,7 +16,7 @@ from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
 from teachbot.memory.example import InteractionExample
 from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever
-from teachbot.memory.store import MemoryStore
+from teachbot.memory.store import SNAPSHOT_MIN, MemoryStore, _gc_paused
 
 
 class EpisodicMemory:
@@ -47,16 +47,22 @@ class EpisodicMemory:
             if self.store.version == self._seen_version:
                 return False
             version, examples = self.store.snapshot()
-            added, removed = self.retriever.sync(examples)
+            with _gc_paused(len(examples) - len(self.retriever) >= SNAPSHOT_MIN):  # a large store being indexed
+                added, removed = self.retriever.sync(examples)
             self._seen_version = version
             return bool(added or removed)
 
     def add(self, example: InteractionExample) -> str:
         """Store a learned example (its embedding model stamped) and index it; returns its id."""
         stamped = example if example.embedding_model else example.replace(embedding_model=self.embedder.name)
-        example_id = self.store.add(stamped)
+        stored, before = self.store._add(stamped)
+        with self._lock:
+            if self._seen_version == before:  # the index was in step and this add is the only change since
+                self.retriever.add([stored])  # no directory rescan: retrieve() picks up other processes' changes
+                self._seen_version = before + 1
+                return stored.id
         self.sync()
-        return example_id
+        return stored.id
 
     def remove(self, example_id: str) -> None:
         self.store.remove(example_id)

@@ -6,27 +6,47 @@ Layout (``memory_store/`` in the share dir unless configured otherwise)::
     memory_store/learned/<id>.json one learned example per file, with provenance
     memory_store/learned/.lock     flock'ed around writes (duplicate-id check + write)
     memory_store/learned/quarantine/  unreadable files and stale partial writes, moved aside
+    memory_store/learned/.cache/examples.snapshot  a rebuildable cache of the parsed examples
 
 There is no shared index: listing is reading the directory. Every write goes to a temp file in the
 same directory, is fsync'ed, renamed over the final name and the directory is fsync'ed, so a
 ``kill -9`` at any point leaves either the whole example or none of it (plus, at worst, a dot-named
 temp file that loading ignores and later quarantines). Several processes may add at once.
+
+The example files stay the only source of truth. To start quickly with many of them, a scan that had
+to parse many files writes ``.cache/examples.snapshot``: the parsed examples with each file's inode,
+size, mtime and ctime. A later start takes an example from it only when its file still has exactly
+that signature (one stat instead of open + read + JSON); anything else is read from the file. Entries
+whose ctime was under a second old when it was written are left out (a change in the same clock tick
+would not show), and the file is checksummed, so a stale, torn or missing snapshot costs time only.
+It also carries a fingerprint of this module and of the example module (their source files) and the
+Python version: a snapshot written by other code is ignored, so what it holds was parsed and
+validated exactly as a file read now would be.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import gc
+import hashlib
 import json
 import logging
 import os
+import stat
+import struct
+import sys
 import tempfile
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from teachbot.console.transcript import Transcript
 from teachbot.memory.example import (
@@ -48,6 +68,14 @@ QUARANTINE = "quarantine"
 # Directory mtimes have coarse granularity: while the last change is this recent, a refresh rescans
 # even if the mtime looks unchanged, so a change in the same clock tick is never missed.
 _RACY_NS = 1_000_000_000
+SNAPSHOT_DIR = ".cache"
+SNAPSHOT_NAME = "examples.snapshot"
+SNAPSHOT_MIN = 512  # a scan reads or writes the snapshot only for at least this many new examples
+_SNAPSHOT_MAGIC = b"TBSNAP03"
+_SNAPSHOT_HEAD = struct.Struct("<8sI")  # magic, length of the JSON header that follows
+_FIELDS = tuple(f.name for f in dataclasses.fields(InteractionExample))
+_TEXT_FIELDS = tuple(name for name in _FIELDS if name != "instructions")
+_INSTRUCTIONS_AT = _FIELDS.index("instructions")
 
 
 @dataclass(frozen=True)
@@ -77,6 +105,7 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._seeds: dict[str, InteractionExample] = {}
         self._learned: dict[str, InteractionExample] = {}
+        self._signatures: dict[str, tuple[int, int, int, int]] = {}  # id -> its file's signature when read (snapshot)
         self._dir_mtime: int | None = None
         self._version = 0
         self.reload_seeds()
@@ -159,12 +188,17 @@ class MemoryStore:
         ``created`` is filled with the current UTC time and ``instructions`` from the transcript when
         empty. A duplicate id, an invalid id or a missing profile/transcript raises MemoryStoreError.
         """
+        return self._add(example)[0].id
+
+    def _add(self, example: InteractionExample) -> tuple[InteractionExample, int]:
+        """add(), returning the example as stored and ``version`` just before it went in (it is one more after)."""
         prepared = _prepare(example)
         validate_learned(prepared)
         with self._lock, self._file_lock():
+            before = self._version
             if not self._add_locked(prepared):
                 raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
-        return prepared.id
+        return prepared, before
 
     def remove(self, example_id: str) -> None:
         """Delete a learned example. Seeds are files to edit by hand; unknown ids raise UnknownExampleError."""
@@ -177,8 +211,10 @@ class MemoryStore:
                     path.unlink()
                 except FileNotFoundError:
                     self._learned.pop(example_id, None)
+                    self._signatures.pop(example_id, None)
                     raise UnknownExampleError(f"no learned example with id {example_id!r}") from None
                 _fsync_dir(self.learned_dir)
+            self._signatures.pop(example_id, None)
             if self._learned.pop(example_id, None) is not None:
                 self._version += 1
 
@@ -259,20 +295,56 @@ class MemoryStore:
         changed = False
         for gone in self._learned.keys() - on_disk:
             del self._learned[gone]
+            self._signatures.pop(gone, None)
             changed = True
-        for new in sorted(on_disk - self._learned.keys()):
-            example = self._load(new)
-            if example is not None:
-                self._learned[new] = example
-                changed = True
+        new = sorted(on_disk - self._learned.keys())
+        if new:
+            with _gc_paused(len(new) >= SNAPSHOT_MIN), _directory_fd(self.learned_dir) as dir_fd:
+                changed = self._load_new(new, len(on_disk), dir_fd) or changed
         if changed:
             self._version += 1
         return changed
 
-    def _load(self, example_id: str) -> InteractionExample | None:
+    def _load_new(self, new: list[str], on_disk: int, dir_fd: int | None) -> bool:
+        """Load the examples ``new`` (sorted ids), from the snapshot where their files are unchanged."""
+        snapshot = self._read_snapshot() if len(new) >= SNAPSHOT_MIN and 4 * len(new) >= on_disk else {}
+        changed, parsed = False, 0
+        learned, signatures, stat_ = self._learned, self._signatures, os.stat
+        for example_id in new:
+            cached = snapshot.get(example_id)
+            if cached is not None:
+                try:
+                    info = stat_(example_id + SUFFIX, dir_fd=dir_fd) if dir_fd is not None else stat_(self._path(example_id))
+                except FileNotFoundError:
+                    continue  # removed by another process since the listing
+                except OSError:
+                    info = None  # read below, which says why
+                if info is not None:
+                    signature = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)  # as _signature()
+                    if signature == cached[0]:  # the file as parsed and validated when the snapshot was written
+                        learned[example_id] = cached[1]  # (its instructions were in the file: nothing to derive)
+                        signatures[example_id] = signature
+                        changed = True
+                        continue
+            example = self._load(example_id, dir_fd)
+            parsed += 1
+            if example is not None:
+                learned[example_id] = example
+                changed = True
+        if parsed >= SNAPSHOT_MIN and 16 * parsed >= len(self._learned):
+            self._write_snapshot()
+        return changed
+
+    def _load(self, example_id: str, dir_fd: int | None = None) -> InteractionExample | None:
         path = self._path(example_id)
         try:
-            record = json.loads(path.read_bytes())
+            fd = os.open(example_id + SUFFIX, os.O_RDONLY, dir_fd=dir_fd) if dir_fd is not None else os.open(path, os.O_RDONLY)
+            try:
+                info = os.fstat(fd)
+                data = _read_all(fd, info)
+            finally:
+                os.close(fd)
+            record = json.loads(data)
             example = InteractionExample.from_dict(record, str(path))
             validate_learned(example)
             if example.id != example_id:
@@ -280,12 +352,58 @@ class MemoryStore:
         except FileNotFoundError:
             return None  # removed by another process since the listing
         except OSError as exc:  # not a regular file, no permission: leave it where it is
-            log.warning("memory store: %s cannot be read (%s); ignored", path, exc)
+            log.warning("memory store: %s cannot be read (%s); ignored", path, OSError(exc.errno, exc.strerror, str(path)))
             return None
         except (ValueError, MemoryStoreError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             self._quarantine(path, f"unreadable example ({exc})")
             return None
+        if example.instructions and stat.S_ISREG(info.st_mode):  # derived ones are derived again, never cached
+            self._signatures[example_id] = _signature(info)
         return example.with_derived_instructions()
+
+    # ------------------------------------------------------------------ snapshot (a cache; the files are the truth)
+    @property
+    def _snapshot_path(self) -> Path:
+        return self.learned_dir / SNAPSHOT_DIR / SNAPSHOT_NAME
+
+    def _read_snapshot(self) -> dict[str, tuple[tuple[int, int, int, int], InteractionExample]]:
+        """id -> (file signature, example as read then) from the snapshot; {} when there is none or it is damaged."""
+        if _code_fingerprint() is None:
+            return {}
+        try:
+            data = self._snapshot_path.read_bytes()
+            return _decode_snapshot(data)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+            log.info("memory store: ignoring the example snapshot %s (%s); examples are read from their files", self._snapshot_path, exc)
+            return {}
+
+    def _write_snapshot(self) -> None:
+        """Snapshot of the examples with a known file signature whose ctime is over a second old."""
+        if _code_fingerprint() is None:
+            return
+        cutoff = time.time_ns() - _RACY_NS
+        entries = [(self._learned[i], sig) for i, sig in self._signatures.items() if sig[3] < cutoff and i in self._learned]
+        directory = self.learned_dir / SNAPSHOT_DIR
+        try:
+            directory.mkdir(exist_ok=True)
+            for old in directory.glob(f".{SNAPSHOT_NAME}.*{TEMP_SUFFIX}"):  # left by a killed writer
+                with contextlib.suppress(OSError):
+                    if time.time() - old.stat().st_mtime > self.stale_temp_seconds:
+                        old.unlink()
+            data = _encode_snapshot(entries)
+            fd, tmp = tempfile.mkstemp(prefix=f".{SNAPSHOT_NAME}.", suffix=TEMP_SUFFIX, dir=directory)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(tmp, self._snapshot_path)  # no fsync: a lost or torn snapshot is only ignored
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except (OSError, TypeError, ValueError) as exc:  # only a cache: never let it fail a scan
+            log.info("memory store: could not write the example snapshot in %s (%s); start-up will read every file", directory, exc)
 
     def _check_temp(self, path: Path) -> None:
         """A dot-named temp file is a write in progress, or one a killed writer left: quarantine old ones."""
@@ -307,6 +425,126 @@ class MemoryStore:
             log.warning("memory store: %s: %s; could not move it aside (%s), ignoring it", path, why, exc)
             return
         log.warning("memory store: %s: %s; moved to %s", path, why, target)
+
+
+def _signature(info: os.stat_result) -> tuple[int, int, int, int]:
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def _read_all(fd: int, info: os.stat_result) -> bytes:
+    data = os.read(fd, info.st_size + 1)
+    if stat.S_ISREG(info.st_mode) and len(data) <= info.st_size:
+        return data  # a short read of a regular file is its end
+    chunks = [data]
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@contextlib.contextmanager
+def _directory_fd(directory: Path) -> Iterator[int | None]:
+    """The directory open, for opening its files by name (None where os.open takes no dir_fd)."""
+    if os.open not in os.supports_dir_fd or os.stat not in os.supports_dir_fd:
+        yield None
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _gc_paused(active: bool) -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: loading many examples allocates only live objects."""
+    if not active or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+_fingerprint: list[str | None] = []
+
+
+def _code_fingerprint() -> str | None:
+    """sha256 of the source of this module and the example module, and the Python version (None if unreadable)."""
+    if not _fingerprint:
+        from teachbot.memory import example as example_module
+
+        digest = hashlib.sha256(f"{sys.version_info[:3]} {_FIELDS}".encode())
+        try:
+            for module_file in (__file__, example_module.__file__):
+                digest.update(Path(module_file).read_bytes())
+        except (OSError, TypeError):  # no source files (frozen, zipped): no snapshots
+            _fingerprint.append(None)
+        else:
+            _fingerprint.append(digest.hexdigest())
+    return _fingerprint[0]
+
+
+_SIGNATURE = np.dtype([("ino", "<i8"), ("size", "<i8"), ("mtime_ns", "<i8"), ("ctime_ns", "<i8")])
+
+
+def _encode_snapshot(entries: list[tuple[InteractionExample, tuple[int, int, int, int]]]) -> bytes:
+    """Header (JSON), then: signatures int64[n,4], instruction counts int32[n], string references int32[m] and
+    the table of distinct strings (lengths int64[u], UTF-8 text).
+
+    The m references go column by column (every id, then every profile, ...), then every example's
+    instructions; equal strings are stored once (and shared once read back, as repeated fields are).
+    """
+    examples = [example for example, _ in entries]
+    table: dict[str, int] = {}
+    refs: list[int] = []
+    for name in _TEXT_FIELDS:
+        refs.extend(table.setdefault(getattr(example, name), len(table)) for example in examples)
+    for example in examples:
+        refs.extend(table.setdefault(text, len(table)) for text in example.instructions)
+    text = "".join(table).encode("utf-8", "surrogatepass")
+    body = b"".join([
+        np.asarray([sig for _, sig in entries], dtype=np.int64).reshape(len(entries), 4).tobytes(),
+        np.asarray([len(example.instructions) for example in examples], dtype=np.int32).tobytes(),
+        np.asarray(refs, dtype=np.int32).tobytes(),
+        np.asarray([len(s) for s in table], dtype=np.int64).tobytes(),
+        text,
+    ])
+    header = json.dumps({"fields": list(_FIELDS), "code": _code_fingerprint(), "count": len(entries), "refs": len(refs),
+                         "strings": len(table), "text_bytes": len(text), "crc32": zlib.crc32(body)}).encode()
+    return _SNAPSHOT_HEAD.pack(_SNAPSHOT_MAGIC, len(header)) + header + body
+
+
+def _decode_snapshot(data: bytes) -> dict[str, tuple[tuple[int, int, int, int], InteractionExample]]:
+    magic, header_size = _SNAPSHOT_HEAD.unpack_from(data)
+    if magic != _SNAPSHOT_MAGIC:
+        raise ValueError("not an example snapshot of this format")
+    header = json.loads(data[_SNAPSHOT_HEAD.size:_SNAPSHOT_HEAD.size + header_size])
+    if header["fields"] != list(_FIELDS) or header["code"] != _code_fingerprint():
+        raise ValueError("written by another version")
+    n, m, u, text_bytes = (int(header[key]) for key in ("count", "refs", "strings", "text_bytes"))
+    start = _SNAPSHOT_HEAD.size + header_size
+    if len(data) - start != 36 * n + 4 * m + 8 * u + text_bytes or zlib.crc32(memoryview(data)[start:]) != header["crc32"]:
+        raise ValueError("damaged (size or checksum)")
+    signatures = np.frombuffer(data, dtype=_SIGNATURE, count=n, offset=start).tolist()  # tuples
+    counts = np.frombuffer(data, dtype=np.int32, count=n, offset=start + 32 * n)
+    refs = np.frombuffer(data, dtype=np.int32, count=m, offset=start + 36 * n)
+    ends = np.cumsum(np.frombuffer(data, dtype=np.int64, count=u, offset=start + 36 * n + 4 * m)).tolist()
+    text = data[start + 36 * n + 4 * m + 8 * u:].decode("utf-8", "surrogatepass")
+    width = len(_TEXT_FIELDS)
+    if ((ends[-1] if ends else 0) != len(text) or int(counts.sum()) + width * n != m or (counts < 0).any()
+            or (m and (int(refs.min()) < 0 or int(refs.max()) >= u))):
+        raise ValueError("inconsistent")
+    distinct = np.empty(u, dtype=object)
+    distinct[:] = [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    strings = distinct[refs].tolist()
+    columns = [strings[i * n:(i + 1) * n] for i in range(width)]
+    flat = strings[width * n:]
+    bounds = np.cumsum(counts).tolist()
+    columns.insert(_INSTRUCTIONS_AT, [tuple(flat[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)])
+    examples = map(InteractionExample, *columns)
+    return dict(zip(columns[_FIELDS.index("id")], zip(signatures, examples)))
 
 
 def _prepare(example: InteractionExample) -> InteractionExample:
