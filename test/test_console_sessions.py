@@ -107,8 +107,9 @@ def test_multi_line_for_loop(console, client):
         "...     put_first_on_second(name, 'blue bowl')",
     ]
     world = truth(client)
-    assert world["red block"].supported_by == "blue bowl"
-    assert world["green block"].supported_by in ("blue bowl", "red block")
+    transcript = session.transcript.render()
+    assert world["red block"].supported_by == "blue bowl", transcript
+    assert world["green block"].supported_by in ("blue bowl", "red block"), transcript
 
 
 def test_undefined_helper_is_generated_and_used(console, client):
@@ -128,8 +129,9 @@ def test_undefined_helper_is_generated_and_used(console, client):
     assert code[1].startswith("def put_blocks_in(bowl):")
     assert code[2] == "put_blocks_in('yellow bowl')"
     world = truth(client)
-    assert world["red block"].supported_by in ("yellow bowl", "green block")
-    assert world["green block"].supported_by in ("yellow bowl", "red block")
+    transcript = session.transcript.render()
+    assert world["red block"].supported_by in ("yellow bowl", "green block"), transcript
+    assert world["green block"].supported_by in ("yellow bowl", "red block"), transcript
 
 
 def test_prose_instead_of_code(console, client):

@@ -130,3 +130,17 @@ def test_camera_depth_and_segmentation_agree_with_ground_truth(world, lib):
     points = np.array([spec.deproject(u, v, frame.depth[v, u]) for u, v in zip(us, vs)])
     assert np.abs(points[:, :2].mean(axis=0) - red.position[:2]).max() < 0.02
     assert points[:, 2].max() == pytest.approx(0.04, abs=0.006)
+
+
+def test_place_lowers_onto_contact_when_the_object_touches_down_early(world, profile, tabletop):
+    """The planned release height is 2 cm below where the block can go in the bowl (as when it sits low in the
+    fingers): the guarded descent stops on contact and releases instead of pushing until it times out."""
+    from dataclasses import replace
+
+    world.reset(scene_from_yaml(SCENE, tabletop))
+    low = replace(profile, skills=replace(profile.skills, place_clearance=-0.02))
+    lib = SkillLibrary(low, DirectArm(world), WorldObjects(world))
+    out = lib.run("put_first_on_second", object_name="red block", target_name="blue bowl")
+    assert out.success, out.message
+    red = state(world)["red block"]
+    assert red.supported_by == "blue bowl" and red.inside and not red.held

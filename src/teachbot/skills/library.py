@@ -38,6 +38,24 @@ CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
 LINE_TUBE = 0.03  # metres a joint-space stand-in for a straight line may stray from it
 OBJECT_LIST_GRACE = 0.5  # seconds to wait for a fresh object list before calling a name unknown
 GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
+CONTACT_STILL_TIME = 0.15  # seconds of arm time without joint motion that end a guarded move in contact
+CONTACT_MAX_ERROR = 0.15  # rad: a guarded move that stops this close to its goal stopped on contact
+# a wait also gives up after this many times its allowance in wall seconds, so a frozen simulator or
+# driver (whose clock stops) cannot hang a skill; a slow but running one gets its full arm-time allowance
+WALL_BACKSTOP_FACTOR = 4.0
+
+
+class _Deadline:
+    """A time allowance measured on the arm's clock (simulated time may run faster or slower than
+    the wall), with a wall-clock backstop for a clock that has stopped."""
+
+    def __init__(self, arm: ArmInterface, seconds: float) -> None:
+        self._arm = arm
+        self._end = arm.now() + seconds
+        self._wall_end = time.monotonic() + WALL_BACKSTOP_FACTOR * seconds
+
+    def expired(self) -> bool:
+        return self._arm.now() > self._end or time.monotonic() > self._wall_end
 
 
 @dataclass(frozen=True)
@@ -140,7 +158,7 @@ class SkillLibrary:
         self._stage("transport", 0.1)
         self._move_joint_space(carry, yaw)
         self._stage("lower", 0.5)
-        self._move_line(release, yaw)
+        self._move_line(release, yaw, guarded=True)
         self._stage("release", 0.7)
         self._gripper(self.profile.gripper.max_width)
         name, self.held = self.held, ""
@@ -283,9 +301,9 @@ class SkillLibrary:
     def _gripper(self, width: float) -> float:
         """Command a width, wait until the fingers have stopped (on the arm's clock), return the width."""
         self.arm.send_gripper(width, self.profile.gripper.effort)
-        deadline = time.monotonic() + 2.0 + self.profile.skills.motion_timeout_margin
+        deadline = _Deadline(self.arm, 2.0 + self.profile.skills.motion_timeout_margin)
         samples: list[tuple[float, float]] = []
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             self._cancel.check()
             self.arm.sleep(0.005)
             now, current = self.arm.now(), self.arm.gripper_width()
@@ -315,8 +333,8 @@ class SkillLibrary:
 
     def _settle(self, seconds: float) -> None:
         """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
-        start, deadline = self.arm.now(), time.monotonic() + seconds + self.profile.skills.motion_timeout_margin
-        while self.arm.now() - start < seconds and time.monotonic() < deadline:
+        start, deadline = self.arm.now(), _Deadline(self.arm, seconds + self.profile.skills.motion_timeout_margin)
+        while self.arm.now() - start < seconds and not deadline.expired():
             self._cancel.check()
             self.arm.sleep(0.005)
 
@@ -325,7 +343,7 @@ class SkillLibrary:
         q = self.kin.ik(xyz, self.kin.grasp_orientation(yaw), self.arm.joint_positions())
         self._execute(q, speed or self.profile.safety.default_speed_factor)
 
-    def _move_line(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
+    def _move_line(self, xyz: np.ndarray, yaw: float, speed: float = 0.0, guarded: bool = False) -> None:
         """Straight-line gripper motion through IK waypoints every CARTESIAN_STEP.
 
         Where the line crosses a spot the arm cannot reach pointing down (right in front of the
@@ -344,7 +362,7 @@ class SkillLibrary:
             q_end = self.kin.ik(xyz, orientation, q0)
             self._check_tube(q0, q_end, start, xyz)
             path = [q0, q_end]
-        self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor)
+        self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor, guarded)
 
     def _check_tube(self, q0: np.ndarray, q1: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         """Refuse a joint-space replacement of a straight line whose gripper path strays from it."""
@@ -362,25 +380,36 @@ class SkillLibrary:
     def _execute(self, q_goal: np.ndarray, speed: float) -> None:
         self._execute_path(np.array([self.arm.joint_positions(), q_goal]), speed)
 
-    def _execute_path(self, path: np.ndarray, speed: float) -> None:
-        """Time, check and send a joint path, then wait until the arm has reached its end."""
+    def _execute_path(self, path: np.ndarray, speed: float, guarded: bool = False) -> None:
+        """Time, check and send a joint path, then wait until the arm has reached its end.
+
+        A ``guarded`` move (lowering a held object onto its support) also ends when, after its planned
+        duration, the arm has stopped within CONTACT_MAX_ERROR of the goal: it is resting on contact,
+        as an object held a little low in the fingers touches down before the planned height."""
         self.kin.check_limits(path[-1])
         traj = time_path(self.profile.arm_joints, path, self.kin.max_velocity, speed)
         self.safety.check_trajectory(path[0], traj)
         self.arm.send_trajectory(traj.joint_names, traj.times, traj.positions)
         goal = traj.positions[-1]
         tol = self.profile.skills.position_tolerance
-        # completion is judged on the arm's clock (simulated time may run faster than the wall);
-        # the give-up deadline is wall time, so a frozen simulator or driver cannot hang the skill
+        # completion and the give-up deadline are judged on the arm's clock (a loaded machine may run
+        # the simulator slower than the wall); _Deadline's wall backstop catches a frozen clock
         start = self.arm.now()
-        deadline = time.monotonic() + traj.duration + self.profile.skills.motion_timeout_margin
+        deadline = _Deadline(self.arm, traj.duration + self.profile.skills.motion_timeout_margin)
+        still_since, last_q = start, self.arm.joint_positions()
         while True:
             self._cancel.check()
             self.arm.sleep(0.005)
-            if self.arm.now() - start >= traj.duration and np.max(np.abs(self.arm.joint_positions() - goal)) < tol:
+            now, q = self.arm.now(), self.arm.joint_positions()
+            err = float(np.max(np.abs(q - goal)))
+            if now - start >= traj.duration and err < tol:
                 return
-            if time.monotonic() > deadline:
-                err = float(np.max(np.abs(self.arm.joint_positions() - goal)))
+            if np.max(np.abs(q - last_q)) > 1e-3:
+                still_since, last_q = now, q
+            if guarded and now - start >= traj.duration and now - still_since >= CONTACT_STILL_TIME and err < CONTACT_MAX_ERROR:
+                self.arm.hold()  # stop pushing down where it rests
+                return
+            if deadline.expired():
                 raise MotionTimeoutError(
                     f"the arm did not reach its goal within {traj.duration + self.profile.skills.motion_timeout_margin:.1f} s "
                     f"(still {err:.3f} rad away); check the controller and for obstacles, then retry"
