@@ -1,0 +1,1 @@
+"""Detector backends; pick one with teachbot.perception.detector.make_detector."""
