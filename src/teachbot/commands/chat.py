@@ -1,0 +1,30 @@
+"""``teachbot chat``: talk to a running robot from this terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``chat`` parser."""
+    chat = sub.add_parser("chat", help="talk to the robot from this terminal (needs a running interaction manager)")
+    chat.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID the robot runs on (printed by teachbot sim)")
+    chat.add_argument("--quiet", action="store_true", help="do not print the console transcript, only the dialog")
+    chat.set_defaults(func=run, own_env=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Join the robot's domain and chat until the session ends."""
+    if args.domain_id is not None:
+        os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
+    if not os.environ.get("ROS_DOMAIN_ID"):
+        print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
+        return 2
+    from teachbot.chat import run_chat
+    from teachbot.ros_env import configure_loopback
+
+    configure_loopback()
+
+    return run_chat(args)
