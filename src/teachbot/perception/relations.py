@@ -1,0 +1,161 @@
+"""Spatial relations, distances, states and properties of scene-model objects.
+
+What the console and the issue-detection agent ask: ``check_obj_relationship``,
+``dist_to_target``, ``get_obj_state``, ``get_obj_properties``. Directions are the viewer's
+(config ``perception.relations``: by default the person across the table, as in Code as Policies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from teachbot.errors import InvalidArgumentError, UnknownObjectError
+from teachbot.perception.config import PerceptionConfig, RelationConfig
+from teachbot.perception.localize import category_of
+from teachbot.perception.scene_model import SceneModel, TrackedObject
+
+RELATIONS = ("left_of", "right_of", "in_front_of", "behind", "on_top_of", "inside", "near", "blocking")
+
+
+@dataclass(frozen=True, eq=False)
+class Body:
+    """The geometry relations need: footprint centre and radius, bottom and top heights."""
+
+    name: str
+    centre: np.ndarray  # xy
+    radius: float
+    bottom: float
+    top: float
+    container: bool
+
+    @classmethod
+    def of(cls, obj: TrackedObject, config: PerceptionConfig) -> Body:
+        spec = category_of(obj.label, config)
+        h = float(obj.size[2])
+        bottom = float(obj.position[2]) if spec.anchor == "bottom" else float(obj.position[2]) - h / 2
+        return cls(obj.name, obj.position[:2].astype(float), float(max(obj.size[0], obj.size[1])) / 2, bottom,
+                   bottom + h, bool(spec.properties.get("container", False)))
+
+
+class SceneQueries:
+    """Relations and queries over a list of tracked objects."""
+
+    def __init__(self, scene: SceneModel) -> None:
+        self.scene = scene
+        self.config: PerceptionConfig = scene.config
+        self.rel: RelationConfig = scene.config.relations
+
+    def _objects(self) -> list[TrackedObject]:
+        return self.scene.objects()
+
+    # ------------------------------------------------------------------ lookups
+    def object(self, name: str) -> TrackedObject:
+        objects = self._objects()
+        for obj in objects:
+            if obj.name == name:
+                return obj
+        known = ", ".join(sorted(o.name for o in objects)) or "none (is perception seeing the table?)"
+        raise UnknownObjectError(f"unknown object {name!r}; perception knows: {known}")
+
+    def body(self, name: str) -> Body:
+        return Body.of(self.object(name), self.config)
+
+    # ------------------------------------------------------------------ relations
+    def relation(self, relation: str, subject: str, obj: str) -> bool:
+        """Whether ``subject`` stands in ``relation`` to ``obj`` (e.g. "left_of", "red block", "blue bowl")."""
+        key = relation.strip().lower().replace(" ", "_")
+        if key not in RELATIONS:
+            raise InvalidArgumentError(f"unknown relation {relation!r}; use one of {', '.join(RELATIONS)}")
+        if subject == obj:
+            raise InvalidArgumentError(f"a relation needs two different objects, got {subject!r} twice")
+        a, b = self.body(subject), self.body(obj)
+        return bool(getattr(self, f"_{key}")(a, b))
+
+    def _offset(self, a: Body, b: Body, axis: tuple[float, float, float]) -> float:
+        return float((a.centre - b.centre) @ np.asarray(axis[:2], float))
+
+    def _left_of(self, a: Body, b: Body) -> bool:
+        return self._offset(a, b, self.rel.right) < -self.rel.margin
+
+    def _right_of(self, a: Body, b: Body) -> bool:
+        return self._offset(a, b, self.rel.right) > self.rel.margin
+
+    def _in_front_of(self, a: Body, b: Body) -> bool:
+        return self._offset(a, b, self.rel.forward) > self.rel.margin
+
+    def _behind(self, a: Body, b: Body) -> bool:
+        return self._offset(a, b, self.rel.forward) < -self.rel.margin
+
+    def _gap(self, a: Body, b: Body) -> float:
+        """Horizontal gap between the footprints (negative: they overlap)."""
+        return float(np.linalg.norm(a.centre - b.centre)) - a.radius - b.radius
+
+    def _on_top_of(self, a: Body, b: Body) -> bool:
+        """``a`` rests on ``b``: on its top surface, or on the floor of (or something in) a container."""
+        over = float(np.linalg.norm(a.centre - b.centre)) < b.radius
+        if b.container:
+            return over and b.bottom - self.rel.contact <= a.bottom <= b.top
+        return over and abs(a.bottom - b.top) <= self.rel.contact
+
+    def _inside(self, a: Body, b: Body) -> bool:
+        """``a`` is within container ``b``: over its floor and below its rim."""
+        return b.container and float(np.linalg.norm(a.centre - b.centre)) < b.radius and \
+            b.bottom - self.rel.contact <= a.bottom < b.top
+
+    def _near(self, a: Body, b: Body) -> bool:
+        return self._gap(a, b) < self.rel.near and abs(a.bottom - b.bottom) < self.rel.near + max(a.top - a.bottom, b.top - b.bottom)
+
+    def _blocking(self, a: Body, b: Body) -> bool:
+        """``a`` keeps the gripper from taking ``b`` from above: it rests on ``b``, or stands closer to
+        ``b`` than the fingers need, at ``b``'s height (a container holding ``b`` does not count)."""
+        if not b.container and self._on_top_of(a, b):
+            return True
+        if self._inside(b, a) or self._on_top_of(b, a) or a.top <= b.bottom + self.rel.contact:
+            return False
+        return self._gap(a, b) < self.rel.blocking_clearance
+
+    # ------------------------------------------------------------------ queries
+    def distance_to_robot(self, name: str) -> float:
+        """Metres from the robot's base (config relations.robot_base) to the object's reference point."""
+        return float(np.linalg.norm(self.object(name).position - np.asarray(self.rel.robot_base)))
+
+    def supported_by(self, name: str) -> str:
+        """The object ``name`` rests on or in ('' for the table), the highest such support."""
+        a = self.body(name)
+        supports = [
+            (b.top, b.name) for b in (Body.of(o, self.config) for o in self._objects() if o.name != name)
+            if self._on_top_of(a, b)
+        ]
+        return max(supports)[1] if supports else ""
+
+    def state(self, name: str) -> dict[str, str]:
+        """Where the object is and what holds it: from perception, overridden by what the simulator knows."""
+        obj = self.object(name)
+        support = self.supported_by(name)
+        inside = support if support and self._inside(self.body(name), self.body(support)) else ""
+        a = self.body(name)
+        lifted = not support and a.bottom > self.config.localization.table_height + self.rel.contact
+        state = {
+            "position": ", ".join(f"{v:.3f}" for v in obj.position),
+            "yaw": f"{obj.yaw:.3f}",
+            "supported_by": support,
+            "inside": inside,
+            "on_table": str(not support and not lifted),
+            "lifted": str(lifted),
+            "visible": str(obj.seen),
+            "hidden": obj.hidden,
+            "seconds_since_seen": f"{max(0.0, self.scene.stamp - obj.last_seen):.2f}",
+        }
+        state.update(obj.state)
+        return state
+
+    def properties(self, name: str) -> dict[str, str]:
+        """What kind of thing it is: config properties of its category plus what was measured."""
+        obj = self.object(name)
+        spec = category_of(obj.label, self.config)
+        props = {"name": obj.name, "category": spec.name, "color": obj.color,
+                 "size": ", ".join(f"{v:.3f}" for v in obj.size), "score": f"{obj.score:.2f}"}
+        props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in spec.properties.items()})
+        return props
