@@ -42,6 +42,7 @@ setup(
             "interaction_manager = teachbot.nodes.interaction_manager_node:main",
             "memory = teachbot.nodes.memory_node:main",
             "improvement = teachbot.nodes.improvement_node:main",
+            "perception = teachbot.nodes.perception_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

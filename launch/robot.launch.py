@@ -1,22 +1,17 @@
-"""ros2 launch teachbot robot.launch.py robot_profile:=panda_real
+"""ros2 launch teachbot robot.launch.py
 
-A physical arm: only the skills node is started; the arm's own drivers (e.g. ros2_control's
-joint_trajectory_controller, a gripper driver) and perception provide the topics named in the
-profile (config/robots/panda_real.yaml). Nothing else differs from sim.launch.py.
+A physical arm: the sim node is not started; the arm's drivers (e.g. ros2_control's
+joint_trajectory_controller, a gripper driver) and a camera driver provide the topics named in the
+robot profile (config/robots/panda_real.yaml). Everything else is as in sim.launch.py; `teachbot robot`
+composes the same nodes in one process (both take them from teachbot.nodeset).
+
+    ros2 launch teachbot robot.launch.py robot_profile:=panda_real [perception_backend:=owlv2]
+        [console:=true] [llm_backend:=... llm_model:=... llm_base_url:=...] [memory:=/path/learned]
 """
 
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
-from launch import LaunchDescription
+from teachbot.launching import generate_launch_description as _generate
 
 
-def generate_launch_description() -> LaunchDescription:
-    return LaunchDescription([
-        DeclareLaunchArgument("robot_profile", default_value="panda_real", description="config/robots/<name>.yaml or a path"),
-        Node(
-            package="teachbot", executable="skills", name="skills", output="screen",
-            parameters=[{"robot_profile": LaunchConfiguration("robot_profile")}],
-        ),
-    ])
+def generate_launch_description():  # noqa: ANN201 - launch.LaunchDescription (launch is imported lazily)
+    """The robot node set of teachbot.nodeset as launch_ros Nodes."""
+    return _generate("robot")

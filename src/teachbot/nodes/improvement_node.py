@@ -22,22 +22,26 @@ from teachbot.console.registry import RobotApi
 from teachbot.console.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import Model
-from teachbot.llm.factory import load_llm_config, model_from_config
+from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import refuse_duplicate, run_nodes
+from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
 
 class ImprovementNode(Node):
     """Serves improvement/improve; one lesson at a time."""
 
     def __init__(self, model: Model | None = None, **overrides: Any) -> None:
+        """ROS parameters (also keyword arguments): config, llm_config, llm_backend, llm_model, llm_base_url;
+        any other keyword overrides a key of the learning section (e.g. ``mode``)."""
         super().__init__("improvement")
-        self.declare_parameter("config", "learning")
-        self.declare_parameter("llm_config", "")
+        for name, default in (("config", "learning"), *((key, "") for key in LLM_PARAMETERS)):
+            self.declare_parameter(name, str(overrides.pop(name, default)))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["learning"]
         cfg.update(overrides)
         refuse_duplicate(self)
         self.mode = str(cfg["mode"])
-        self.model = model or model_from_config(load_llm_config(str(self.get_parameter("llm_config").value) or None), "improvement")
+        llm = {k: str(self.get_parameter(k).value) for k in LLM_PARAMETERS}
+        self.model = model or model_from_config(llm_settings(**llm), "improvement")
         self._improvers: dict[str, Improver] = {}
         self._lock = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="improve")

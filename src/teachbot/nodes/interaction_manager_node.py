@@ -26,9 +26,10 @@ from teachbot.console.session import ConsoleSession, SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Entry
 from teachbot.llm.base import Completion, Model
-from teachbot.llm.factory import load_llm_config, model_from_config
+from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.skill_client import SkillClient
+from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
 TRANSCRIPT_QOS = QoSProfile(
     depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL
@@ -44,8 +45,9 @@ class InteractionManagerNode(Node):
         **overrides: Any,
     ) -> None:
         super().__init__("interaction_manager", namespace=namespace)
-        self.declare_parameter("config", "interaction")
-        self.declare_parameter("llm_config", str(overrides.pop("llm_config", "")))
+        # ROS parameters, also keyword arguments; any other keyword overrides a key of config/interaction.yaml
+        for name, default in (("config", "interaction"), *((key, "") for key in LLM_PARAMETERS)):
+            self.declare_parameter(name, str(overrides.pop(name, default)))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["interaction"]
         cfg.update(overrides)
         refuse_duplicate(self)
@@ -68,7 +70,7 @@ class InteractionManagerNode(Node):
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         self.functions = self.api.bind(implementations)
-        llm_raw = load_llm_config(str(self.get_parameter("llm_config").value) or None)
+        llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
         self.model = interaction_model or model_from_config(llm_raw, "interaction")
         self.function_model = function_model or model_from_config(llm_raw, "function_generation")
         for role, model in (("interaction", self.model), ("function_generation", self.function_model)):

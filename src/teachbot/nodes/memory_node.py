@@ -6,8 +6,9 @@ transient local) announces every change. The store lives in the directories of c
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
@@ -16,6 +17,7 @@ from teachbot_interfaces.msg import MemoryUpdate
 from teachbot_interfaces.srv import AddExample, ListExamples, RemoveExample, RetrieveExamples
 
 from teachbot.errors import TeachbotError
+from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
@@ -51,11 +53,13 @@ def from_msg(msg: ExampleMsg) -> InteractionExample:
 class MemoryNode(Node):
     """Wraps an :class:`EpisodicMemory`; every service answers with a message, never a crash."""
 
-    def __init__(self, memory: EpisodicMemory | None = None, **_overrides: Any) -> None:
+    def __init__(self, memory: EpisodicMemory | None = None, config: str = "", learned_dir: str = "") -> None:
+        """``config``: a memory.yaml (default config/memory.yaml); ``learned_dir`` overrides its store.learned_dir."""
         super().__init__("memory")
-        self.declare_parameter("config", "")
+        self.declare_parameter("config", config)
+        self.declare_parameter("learned_dir", learned_dir)
         refuse_duplicate(self)
-        self.memory = memory or EpisodicMemory.open(str(self.get_parameter("config").value) or None)
+        self.memory = memory or EpisodicMemory.open(self._config())
         self.memory.sync()
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
         self.create_service(RetrieveExamples, "memory/retrieve", self.on_retrieve)
@@ -63,6 +67,11 @@ class MemoryNode(Node):
         self.create_service(ListExamples, "memory/list", self.on_list)
         self.create_service(RemoveExample, "memory/remove", self.on_remove)
         self.get_logger().info(f"memory ready: {len(self.memory)} examples")
+
+    def _config(self) -> MemoryConfig:
+        settings = MemoryConfig.load(str(self.get_parameter("config").value) or None)
+        learned = str(self.get_parameter("learned_dir").value)
+        return dataclasses.replace(settings, learned_dir=Path(learned).expanduser().resolve()) if learned else settings
 
     def _announce(self, action: int, example_id: str) -> None:
         self.updates.publish(MemoryUpdate(action=action, example_id=example_id, size=len(self.memory)))

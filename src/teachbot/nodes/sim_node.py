@@ -43,9 +43,10 @@ class SimNode(Node):
     """Owns a :class:`TabletopWorld` and steps it in a physics thread."""
 
     def __init__(self, namespace: str = "", **overrides: object) -> None:
+        """Every ROS parameter below may also be given as a keyword argument (its default then)."""
         super().__init__("sim", namespace=namespace)
-        self.declare_parameter("robot_profile", "panda_sim")
-        self.declare_parameter("config", "sim")
+        self.declare_parameter("robot_profile", str(overrides.pop("robot_profile", "panda_sim")))
+        self.declare_parameter("config", str(overrides.pop("config", "sim")))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))
         sim, cam = cfg.get("sim", {}), cfg.get("camera", {})
         defaults = {
@@ -62,7 +63,10 @@ class SimNode(Node):
             "camera_width": int(cam.get("width", 640)),
             "camera_height": int(cam.get("height", 480)),
         }
-        defaults.update({k: v for k, v in overrides.items() if k in defaults})
+        unknown = sorted(set(overrides) - set(defaults))
+        if unknown:
+            raise TypeError(f"SimNode got unknown parameter(s) {', '.join(unknown)}; known: robot_profile, config, {', '.join(defaults)}")
+        defaults.update({k: type(defaults[k])(v) for k, v in overrides.items()})  # a ROS parameter keeps one type
         p = {k: self.declare_parameter(k, v).value for k, v in defaults.items()}
         self.rtf = float(p["real_time_factor"])
         self.camera = CameraSpec.from_config({**cam, "width": p["camera_width"], "height": p["camera_height"], "rate": p["camera_rate"]})

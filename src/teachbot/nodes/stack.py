@@ -1,21 +1,23 @@
-"""The sim and skills nodes composed in one process, for the CLI, tests and benchmarks.
+"""A node set (teachbot.nodeset) composed in one process, for the CLI, tests and benchmarks.
 
-Where ``ros2 launch`` is available the same nodes run as separate processes (launch/sim.launch.py);
-here they share one MultiThreadedExecutor on a background thread.
+Where ``ros2 launch`` is available the same nodes run as separate processes (launch/*.launch.py);
+here they share one executor on a background thread. ``InProcessStack(robot_profile, sim=True,
+**sim_overrides)`` is the bare robot (sim and skills nodes); ``InProcessStack.from_node_set(specs)``
+is any node set, e.g. everything ``teachbot sim`` runs.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import rclpy
 from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 
-from teachbot.nodes.sim_node import SimNode
 from teachbot.nodes.skill_client import SkillClient
-from teachbot.nodes.skills_node import SkillsNode
+from teachbot.nodeset import NodeSpec, node_set
 from teachbot.ros_env import configure_loopback
 
 SWITCH_INTERVAL = 0.001  # seconds
@@ -24,18 +26,41 @@ SWITCH_INTERVAL = 0.001  # seconds
 class InProcessStack:
     """Start with :meth:`start`, talk to it through :attr:`client`, end with :meth:`stop`."""
 
-    def __init__(self, robot_profile: str = "panda_sim", sim: bool = True, threads: int = 1, **sim_overrides: Any) -> None:
+    def __init__(
+        self, robot_profile: str = "panda_sim", sim: bool = True, threads: int = 1, *,
+        specs: Sequence[NodeSpec] | None = None, **sim_overrides: Any,
+    ) -> None:
+        """Without ``specs``: the sim (unless ``sim`` is false) and skills nodes of ``robot_profile``,
+        ``sim_overrides`` being SimNode parameters. With ``specs``: exactly those nodes, in order."""
+        if specs is None:
+            mode = "sim" if sim else "robot"
+            specs = node_set(mode, {"robot_profile": robot_profile}, only=("sim", "skills"),
+                             extra_parameters={"sim": sim_overrides} if sim else None)
+        elif sim_overrides:
+            raise TypeError("give the sim node's parameters in its NodeSpec when passing specs")
+        self.specs = list(specs)
         self.robot_profile = robot_profile
-        self.with_sim = sim
+        self.with_sim = any(s.name == "sim" for s in self.specs)
         self.sim_overrides = sim_overrides
         self.threads = threads
         self.nodes: list[Any] = []
+        self.skipped: list[NodeSpec] = []  # nodes of parts of the project that are not installed
         self.client: SkillClient | None = None
         self._executor: Executor | None = None
         self._thread: threading.Thread | None = None
         self._owns_context = False
 
-    def start(self, wait: float = 30.0) -> SkillClient:
+    @classmethod
+    def from_node_set(cls, specs: Sequence[NodeSpec], threads: int = 1) -> InProcessStack:
+        """A stack of exactly these nodes (see teachbot.nodeset.node_set)."""
+        profile = next((str(s.parameters["robot_profile"]) for s in specs if "robot_profile" in s.parameters), "panda_sim")
+        return cls(profile, threads=threads, specs=specs)
+
+    def start(self, wait: float = 30.0, on_node: Callable[[NodeSpec], None] | None = None) -> SkillClient:
+        """Build every node (``on_node`` is told before each), spin them, and wait until the skills answer.
+
+        A node that fails to start stops the nodes already built and raises its error.
+        """
         configure_loopback()
         # the physics thread and numpy release and retake the GIL constantly; a short switch
         # interval keeps the ROS and skill threads from waiting 5 ms for it each time
@@ -43,20 +68,26 @@ class InProcessStack:
         if not rclpy.ok():
             rclpy.init()
             self._owns_context = True
-        if self.with_sim:
-            self.nodes.append(SimNode(**self.sim_overrides))
-        self.nodes.append(SkillsNode(self.robot_profile))
-        # every callback is short (skills run on the skills node's own worker threads), so one
+        # every callback is short (skills and LLM calls run on the nodes' own worker threads), so one
         # executor thread is enough and costs far less per message than a thread pool
         self._executor = SingleThreadedExecutor() if self.threads <= 1 else MultiThreadedExecutor(num_threads=self.threads)
-        for node in self.nodes:
-            self._executor.add_node(node)
-        self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
-        self._thread.start()
-        self.client_node = rclpy.create_node("teachbot_client")
-        self.client = SkillClient(self.client_node)
-        self.client.spin_in_background()
-        self.client.wait_ready(wait, sim=self.with_sim)
+        try:
+            for spec in self.specs:
+                if spec.provided_by and not spec.available():
+                    self.skipped.append(spec)
+                    continue
+                if on_node is not None:
+                    on_node(spec)
+                self.add_node(spec.create())
+            self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
+            self._thread.start()
+            self.client_node = rclpy.create_node("teachbot_client")
+            self.client = SkillClient(self.client_node)
+            self.client.spin_in_background()
+            self.client.wait_ready(wait, sim=self.with_sim)
+        except BaseException:
+            self.stop()
+            raise
         return self.client
 
     def add_node(self, node: Any) -> None:
@@ -65,7 +96,15 @@ class InProcessStack:
         if self._executor is not None:
             self._executor.add_node(node)
 
+    def node(self, name: str) -> Any:
+        """The running node of this name; KeyError if there is none."""
+        for node in self.nodes:
+            if node.get_name() == name:
+                return node
+        raise KeyError(f"no node {name!r} in this stack; running: {', '.join(n.get_name() for n in self.nodes)}")
+
     def stop(self) -> None:
+        """Stop spinning, close and destroy every node, and shut rclpy down if this stack started it."""
         if self.client is not None:
             self.client.close()
             self.client_node.destroy_node()
@@ -73,8 +112,9 @@ class InProcessStack:
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=2.0)
             if self._thread is not None:
-                self._thread.join(timeout=2.0)
-        for node in self.nodes:
+                self._thread.join(timeout=10.0)  # a callback still running must end before its node is destroyed
+            self._executor = None
+        for node in reversed(self.nodes):
             close = getattr(node, "close", None)
             if close:
                 close()
@@ -82,10 +122,10 @@ class InProcessStack:
         self.nodes.clear()
         if self._owns_context and rclpy.ok():
             rclpy.shutdown()
+            self._owns_context = False
 
     def __enter__(self) -> SkillClient:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
