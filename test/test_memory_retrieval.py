@@ -231,3 +231,98 @@ def test_config_file_resolves_paths_and_checks_values(tmp_path: Path) -> None:
     bad.write_text("memory:\n  store: {learned_dir: l}\n  retrieval: {gamma: 2}\n")
     with pytest.raises(ConfigError, match="gamma"):
         MemoryConfig.load(bad)
+
+
+class TableEmbedder:
+    """Unit rows from a fixed table by text (texts outside it get a hash row): fast for large indexes."""
+
+    name = "table-384"
+
+    def __init__(self, texts: Sequence[str], seed: int) -> None:
+        rows = np.random.default_rng(seed).standard_normal((len(texts), 384)).astype(np.float32)
+        self.rows = dict(zip(texts, rows / np.linalg.norm(rows, axis=1, keepdims=True)))
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        out = []
+        for text in texts:
+            row = self.rows.get(text)
+            if row is None:
+                raw = np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")).normal(size=384)
+                row = (raw / np.linalg.norm(raw)).astype(np.float32)
+            out.append(row)
+        return np.array(out, dtype=np.float32).reshape(len(texts), 384)
+
+
+def reference_top_k(index: Retriever, examples: list[InteractionExample], embedder, newest_first: list[str], k: int,
+                    profile: str = "") -> list[tuple[str, float]]:
+    """The plain computation: every key row scored in float32, max per example, k best by (score, id), most similar last."""
+    q = query_vector(embedder.embed(newest_first[:3]), 0.6)
+    scored = []
+    for e in examples:
+        if profile and e.profile != profile:
+            continue
+        scores = np.einsum("ij,j->i", embedder.embed(list(e.keys)), q)
+        scored.append((scores.max(), e.id))
+    return [(i, float(s)) for s, i in sorted(scored)[-k:]]
+
+
+def test_half_precision_screen_gives_exactly_the_plain_top_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    from teachbot.memory import retrieval
+
+    assert retrieval._half_mv_ok()  # torch's float16 mat-vec is within the bound here, so the screen is what gets tested
+    rng = np.random.default_rng(11)
+    pool = [f"pool text {i}" for i in range(300)]  # shared keys: many exact ties, broken by id
+    embedder = TableEmbedder(pool + [f"unique {i}" for i in range(20_000)], seed=5)
+    examples = []
+    for i in range(24_000):
+        keys = [pool[j] if rng.random() < 0.5 else f"unique {rng.integers(20_000)}" for j in rng.integers(0, 300, rng.integers(1, 3))]
+        examples.append(example(f"x{i:05d}", *keys, profile=("a", "b")[i % 2]))
+    probe = embedder.embed(["probe"])[0]
+    for i in range(300):  # keys closer to the probe than float16 can tell apart: the screen alone would rank them wrongly
+        near = probe + 2e-3 * rng.standard_normal(384).astype(np.float32)
+        embedder.rows[f"near {i}"] = near / np.linalg.norm(near)
+        examples.append(example(f"near{i:03d}", f"near {i}", profile=("a", "b")[i % 2]))
+    fast = Retriever(embedder, RetrievalConfig(k=16))
+    fast.add(examples)
+    assert fast._n_rows >= retrieval.FAST_MIN_ROWS
+    queries = [["probe"], ["probe", pool[3]], [pool[3]], [pool[7], "unique 5", pool[9]], ["never seen before", pool[1]],
+               [f"unique {i}" for i in (1, 2, 3)]]
+    for query in queries:
+        for profile, k in (("", 16), ("b", 16), ("", 200)):
+            got = [(r.example.id, r.score) for r in fast.retrieve(query, profile=profile, k=k)]
+            assert got == reference_top_k(fast, examples, embedder, query, k, profile)
+    assert fast._half is not None  # the screen ran
+    monkeypatch.setattr(retrieval, "FAST_MIN_ROWS", 10**9)  # the exact scan over every row agrees too
+    plain = Retriever(embedder, RetrievalConfig(k=16))
+    plain.add(examples)
+    for query in queries:
+        assert [(r.example.id, r.score) for r in plain.retrieve(query)] == [(r.example.id, r.score) for r in fast.retrieve(query)]
+    assert plain._half is None
+
+
+def test_half_error_bound_holds_for_torch_float16_mat_vec() -> None:
+    torch = pytest.importorskip("torch")
+    from teachbot.memory.retrieval import _half_error_bound
+
+    rng = np.random.default_rng(2)
+    keys = rng.standard_normal((20_000, 384)).astype(np.float32)
+    keys /= np.linalg.norm(keys, axis=1, keepdims=True)
+    query = query_vector(keys[:3], 0.6)
+    keys[3:100] = query / np.linalg.norm(query)  # the largest scores, where rounding is largest
+    exact = np.einsum("ij,j->i", keys, query)
+    rough = torch.mv(torch.from_numpy(keys).half(), torch.from_numpy(query).half()).float().numpy()
+    assert float(np.max(np.abs(rough - exact))) <= _half_error_bound(float(np.linalg.norm(query)), 1.0, 384)
+
+
+def test_a_repeated_query_text_is_not_embedded_again() -> None:
+    embedder = Counting(HashEmbedder())
+    index = retriever(embedder, DRINKS + BLOCKS)
+    before = embedder.texts
+    first = index.retrieve(["pass me the juice", "stack the blocks"])
+    assert embedder.texts - before == 2
+    again = index.retrieve(["a new instruction", "pass me the juice", "stack the blocks"])
+    assert embedder.texts - before == 3  # only the new text went to the model
+    assert [r.example.id for r in index.retrieve(["pass me the juice", "stack the blocks"])] == [r.example.id for r in first]
+    assert embedder.texts - before == 3 and len(again) == len(DRINKS + BLOCKS)

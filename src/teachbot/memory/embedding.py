@@ -355,7 +355,7 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         keys = [text_key(t) for t in texts]
-        if isinstance(self.cache, EmbeddingCache) and keys:
+        if keys and isinstance(self.cache, EmbeddingCache) and type(self.cache).lookup is EmbeddingCache.lookup:
             return self._embed_gathered(texts, keys)
         found = self.cache.lookup(keys)
         missing: dict[bytes, str] = {}
@@ -370,7 +370,6 @@ class CachedEmbedder:
         if not found:
             return np.zeros((0, self.cache.dim or 0), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)
-
 
     def _embed_gathered(self, texts: Sequence[str], keys: list[bytes]) -> np.ndarray:
         """embed() in bulk: cached rows copied in one go (a store's worth of keys at start-up), the rest from the model."""

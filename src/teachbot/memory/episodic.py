@@ -55,6 +55,10 @@ class EpisodicMemory:
     def add(self, example: InteractionExample) -> str:
         """Store a learned example (its embedding model stamped) and index it; returns its id."""
         stamped = example if example.embedding_model else example.replace(embedding_model=self.embedder.name)
+        if type(self.store).add is not MemoryStore.add:  # a store that adds in its own way: as it says
+            example_id = self.store.add(stamped)
+            self.sync()
+            return example_id
         stored, before = self.store._add(stamped)
         with self._lock:
             if self._seen_version == before:  # the index was in step and this add is the only change since

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -51,6 +52,67 @@ def query_vector(newest_first: np.ndarray, gamma: float) -> np.ndarray:
 
 # Below this many key rows one pass is quicker than handing a slice to another thread.
 PARALLEL_MIN_ROWS = 32_768
+# From this many key rows on, a retrieval screens every row with a half-precision mat-vec (half the
+# memory traffic of float32, on all cores through torch) and scores exactly only the slots that can
+# still be in the top-k; the scan is memory-bound, so this about halves it at 100 000 examples.
+FAST_MIN_ROWS = 32_768
+HALF_SAFE_SCORE = 1024.0  # |q| * max |key| above this: no screening (float16 tops out at 65504)
+QUERY_CACHE_SIZE = 256  # query texts whose embedding a Retriever keeps (a session re-queries its newest instructions)
+_UNIT_ROUNDOFF_HALF = 2.0 ** -11
+_UNIT_ROUNDOFF_SINGLE = 2.0 ** -24
+
+
+def _half_error_bound(query_norm: float, max_key_norm: float, dim: int) -> float:
+    """An upper bound on |screened score - exact float32 score| for any key row.
+
+    Rounding the query and the key to float16 moves q . k by at most 2u |q||k| (u = 2^-11, to first
+    order), float32 accumulation (both in the screen and in the exact score) by at most 2 d 2^-24 |q||k|,
+    rounding the result to float16 by u |q||k|; one more u |q||k| and 2^-16 absolute (subnormals) spare.
+    """
+    scale = query_norm * max_key_norm
+    return scale * (4.0 * _UNIT_ROUNDOFF_HALF + 2.0 * dim * _UNIT_ROUNDOFF_SINGLE) + 2.0 ** -16
+
+
+_half_checked: list[bool] = []
+
+
+def _half_mv_ok() -> bool:
+    """torch is importable and its float16 mat-vec on this machine stays well inside _half_error_bound (checked once)."""
+    if not _half_checked:
+        ok = False
+        try:
+            import torch
+
+            rng = np.random.default_rng(12345)
+            dim = 384
+            keys = rng.standard_normal((4096, dim)).astype(np.float32)
+            keys /= np.linalg.norm(keys, axis=1, keepdims=True)
+            keys[:64] = np.abs(keys[:64])  # rows aligned with the query: scores near |q|, the largest rounding
+            query = (np.abs(rng.standard_normal(dim)) + 0.5).astype(np.float32)
+            query *= 1.96 / np.linalg.norm(query)  # the largest query norm with gamma 0.6 over 3 instructions
+            exact = keys.astype(np.float64) @ query.astype(np.float64)
+            rough = torch.mv(torch.from_numpy(keys).half(), torch.from_numpy(query).half()).float().numpy()
+            bound = _half_error_bound(float(np.linalg.norm(query)), 1.0, dim)
+            ok = bool(np.all(np.abs(rough - exact) <= bound / 4))
+        except Exception:  # no torch, no half kernels: the exact scan serves  # noqa: BLE001
+            ok = False
+        _half_checked.append(ok)
+    return _half_checked[0]
+
+
+def _top_k(slots: np.ndarray, scores: np.ndarray, k: int, examples: list[InteractionExample]) -> tuple[np.ndarray, np.ndarray]:
+    """The k best (slot, score) pairs by (score, example id), in ascending order: most similar last."""
+    if len(slots) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)
+        need = k - len(above)
+        if len(tied) > need:
+            tied = np.asarray(sorted(tied.tolist(), key=lambda i: examples[slots[i]].id)[len(tied) - need:], dtype=np.intp)
+        keep = np.concatenate([above, tied])
+        slots, scores = slots[keep], scores[keep]
+    order = sorted(range(len(slots)), key=lambda i: (scores[i], examples[slots[i]].id))
+    return slots[order], scores[order]
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -89,6 +151,11 @@ class Retriever:
         self._slot: dict[str, int] = {}  # example id -> slot
         self._profiles: dict[str, int] = {}
         self._dead_rows = 0
+        self._half: object | None = None  # torch float16 copy of the first _half_n rows (see _half_rows)
+        self._half_n = 0
+        self._max_norm = 0.0  # largest key row norm among those copied
+        self._query_rows: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -154,30 +221,109 @@ class Retriever:
         k = k or self.config.k
         if not recent or k <= 0:
             return []
-        query = query_vector(self.embedder.embed(recent), self.config.gamma)
+        query = query_vector(self._embed_query(recent), self.config.gamma)
         with self._lock:
-            best = self._slot_scores(query, profile)
-            valid = int(np.count_nonzero(best > -np.inf))
-            if valid == 0:
-                return []
-            top = min(k, valid)
-            chosen = np.argpartition(-best, top - 1)[:top]
-            order = sorted(chosen.tolist(), key=lambda s: (best[s], self._examples[s].id))
-            return [self._retrieved(slot, query, float(best[slot])) for slot in order]
+            slots, scores = self._top_slots(query, profile, k)
+            return [self._retrieved(int(slot), query, float(score)) for slot, score in zip(slots, scores)]
 
-    def _slot_scores(self, query: np.ndarray, profile: str) -> np.ndarray:
-        """S(H) per slot; -inf for removed slots and other profiles."""
+    def _embed_query(self, texts: list[str]) -> np.ndarray:
+        """Rows for the query texts; a text embedded for a recent query is not embedded again (LRU by text)."""
+        cache = self._query_rows
+        with self._query_lock:
+            found = [cache.get(text) for text in texts]
+            for text, row in zip(texts, found):
+                if row is not None:
+                    cache.move_to_end(text)
+        missing = list(dict.fromkeys(text for text, row in zip(texts, found) if row is None))
+        if missing:
+            fresh = dict(zip(missing, np.asarray(self.embedder.embed(missing), dtype=np.float32)))
+            found = [fresh[text] if row is None else row for text, row in zip(texts, found)]
+            with self._query_lock:
+                for text, row in fresh.items():
+                    cache[text] = row
+                    cache.move_to_end(text)
+                while len(cache) > QUERY_CACHE_SIZE:
+                    cache.popitem(last=False)
+        return np.stack(found)
+
+    def _top_slots(self, query: np.ndarray, profile: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top-k slots (alive, of the profile) and their exact scores S(H), most similar last (caller holds _lock).
+
+        Ties are broken by example id (the larger id counts as more similar), so the result is one
+        well-defined list. A large index is screened with half-precision scores first (see _screen);
+        the slots it keeps are scored exactly, so the result is the same as scoring every slot exactly.
+        """
         n_slots = len(self._examples)
-        if n_slots == 0:
-            return np.zeros(0, dtype=np.float32)
-        if profile and profile not in self._profiles:
-            return np.full(n_slots, -np.inf, dtype=np.float32)
-        best = self._best_per_slot(query, n_slots)
+        if n_slots == 0 or (profile and profile not in self._profiles):
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32)
         mask = self._alive[:n_slots]
         if profile:
             mask = mask & (self._profile[:n_slots] == self._profiles[profile])
+        candidates = self._screen(query, mask, k) if self._n_rows >= FAST_MIN_ROWS else None
+        if candidates is None:
+            best = self._best_per_slot(query, n_slots)
+            candidates = np.flatnonzero(mask)
+            scores = best[candidates]
+        else:
+            scores = self._exact_scores(query, candidates)
+        return _top_k(candidates, scores, k, self._examples)
+
+    def _screen(self, query: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray | None:
+        """Slots that may be in the exact top-k, from half-precision scores; None when screening does not apply.
+
+        Every half-precision slot score is within ``delta`` of the exact one (see _half_error_bound),
+        so a slot more than 2 * delta below the k-th best screened score has at least k slots above it
+        exactly and cannot be in the top-k.
+        """
+        half = self._half_rows()
+        if half is None:
+            return None
+        norm = float(np.linalg.norm(query))
+        delta = _half_error_bound(norm, self._max_norm, query.shape[0])
+        if not np.isfinite(norm) or norm * self._max_norm > HALF_SAFE_SCORE:
+            return None
+        import torch
+
+        rough = torch.mv(half[: self._n_rows], torch.from_numpy(query.astype(np.float16))).float().numpy()
+        n_slots = len(mask)
+        best = np.maximum.reduceat(rough, self._starts[:n_slots])
         best[~mask] = -np.inf
-        return best
+        valid = int(np.count_nonzero(mask))
+        if valid <= k:
+            return np.flatnonzero(mask)
+        kth = float(np.partition(best, n_slots - k)[n_slots - k])
+        return np.flatnonzero(best >= kth - 2.0 * delta)
+
+    def _exact_scores(self, query: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """S(H) of the given slots, computed row by row exactly as _score_slots does."""
+        starts = self._starts[slots]
+        ends = np.where(slots + 1 < len(self._examples), self._starts[np.minimum(slots + 1, len(self._examples) - 1)], self._n_rows)
+        counts = ends - starts
+        offsets = np.cumsum(counts) - counts
+        rows = np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()))
+        scores = np.einsum("ij,j->i", self._rows[rows], query)
+        return np.maximum.reduceat(scores, offsets)
+
+    def _half_rows(self) -> object | None:
+        """A float16 torch copy of the key rows, brought up to date (rows are only ever appended between
+        compactions); None when torch is missing or its half-precision mat-vec fails the self-check."""
+        if not _half_mv_ok():
+            return None
+        import torch
+
+        if self._half is None or self._half.shape[0] < self._n_rows:
+            grown = torch.empty((len(self._rows), self._rows.shape[1]), dtype=torch.float16)
+            if self._half is not None:
+                grown[: self._half_n] = self._half[: self._half_n]
+            self._half = grown
+        if self._half_n < self._n_rows:
+            new = self._rows[self._half_n:self._n_rows]
+            for start in range(0, len(new), 65_536):  # bounded temporaries
+                part = new[start:start + 65_536]
+                self._max_norm = max(self._max_norm, float(np.max(np.linalg.norm(part, axis=1), initial=0.0)))
+                self._half[self._half_n + start:self._half_n + start + len(part)] = torch.from_numpy(np.ascontiguousarray(part))
+            self._half_n = self._n_rows
+        return self._half
 
     def _best_per_slot(self, query: np.ndarray, n_slots: int) -> np.ndarray:
         """max_j e . E(I_H^j) for every slot (dead ones too), as a new float32 array."""
@@ -205,7 +351,7 @@ class Retriever:
         start = int(self._starts[slot])
         rows = self._rows[start:start + self._slot_rows(slot)]
         example = self._examples[slot]
-        return Retrieved(example, score, example.keys[int(np.argmax(rows @ query))])
+        return Retrieved(example, score, example.keys[int(np.argmax(np.einsum("ij,j->i", rows, query)))])
 
     # ------------------------------------------------------------------ storage
     def _slot_rows(self, slot: int) -> int:
@@ -241,7 +387,7 @@ class Retriever:
         Building the index of a large store then touches its ~1.5 KB per key once, not twice; the spare
         rows come from growing the array in place (realloc, so the pages are not copied either).
         """
-        if (self._n_rows or len(vectors) < PARALLEL_MIN_ROWS or not isinstance(self.embedder, CachedEmbedder)
+        if (self._n_rows or len(vectors) < PARALLEL_MIN_ROWS or type(self.embedder) is not CachedEmbedder
                 or vectors.dtype != np.float32 or not vectors.flags.c_contiguous or not vectors.flags.owndata):
             return False
         try:
@@ -259,6 +405,7 @@ class Retriever:
         pieces = [self._rows[self._starts[s]:self._starts[s] + n] for s, n in zip(keep, counts)]
         dim = self._rows.shape[1]
         self._rows, self._n_rows, self._dead_rows = np.zeros((0, dim), dtype=np.float32), 0, 0
+        self._half, self._half_n, self._max_norm = None, 0, 0.0
         self._starts, self._alive, self._profile = np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int32)
         self._examples, self._slot = [], {}
         if examples:
