@@ -326,3 +326,12 @@ def test_a_repeated_query_text_is_not_embedded_again() -> None:
     assert embedder.texts - before == 3  # only the new text went to the model
     assert [r.example.id for r in index.retrieve(["pass me the juice", "stack the blocks"])] == [r.example.id for r in first]
     assert embedder.texts - before == 3 and len(again) == len(DRINKS + BLOCKS)
+
+
+def test_small_batches_skip_encode_but_give_the_same_vectors(minilm: SentenceTransformerEmbedder) -> None:
+    texts = ["put the red block in the blue bowl", "no, I meant the green one"]
+    direct = minilm.embed(texts)  # <= SMALL_BATCH texts: straight through the modules
+    assert minilm._direct
+    model = minilm._load()
+    reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    assert direct.shape == (2, 384) and np.allclose(direct, reference, atol=1e-6)
