@@ -43,6 +43,7 @@ setup(
             "memory = teachbot.nodes.memory_node:main",
             "improvement = teachbot.nodes.improvement_node:main",
             "perception = teachbot.nodes.perception_node:main",
+            "recorder = teachbot.nodes.recorder_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

@@ -65,8 +65,9 @@ def test_sim_and_robot_modes_differ_only_in_the_simulator() -> None:
     assert list(robot) == ["skills", "perception", "memory", "improvement", "interaction_manager"]
     assert sim["skills"].parameters == {"robot_profile": "panda_sim"}
     assert robot["skills"].parameters == {"robot_profile": "panda_real"}
+    assert robot["perception"].parameters == {"world_state_service": ""}  # no simulator ground truth
     for name in robot:
-        if name != "skills":
+        if name not in ("skills", "perception"):
             assert sim[name].parameters == robot[name].parameters, name
     assert sim["sim"].parameters == {"robot_profile": "panda_sim", "gui": False}
 
@@ -93,6 +94,8 @@ def test_arguments_map_onto_node_parameters() -> None:
                                        "real_time_factor": 0.0, "camera_enabled": False}
     assert specs["memory"].parameters == {"learned_dir": "/data/learned"}
     assert specs["perception"].parameters == {"backend": "owlv2"}
+    robot = {s.name: s for s in node_set("robot", {"perception_backend": "yolo_world"})}
+    assert robot["perception"].parameters == {"backend": "yolo_world", "world_state_service": ""}
     assert specs["skills"].parameters == {"robot_profile": "my_arm"}
 
 

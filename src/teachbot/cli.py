@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from teachbot.errors import TeachbotError
 
 # modules of teachbot.commands, in the order `teachbot --help` lists them
-COMMANDS = ("sim", "chat", "demo")
+COMMANDS = ("sim", "robot", "chat", "memory", "demo", "record", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `teachbot memory list | head`: the reader left; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -186,6 +186,8 @@ def node_set(
                                  camera_enabled="camera")}
     params["skills"] = {"robot_profile": profile}
     params["perception"] = _pick(args, backend="perception_backend")
+    if mode == "robot":  # no simulator to ask for ground truth
+        params["perception"]["world_state_service"] = ""
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
         params["improvement"] = dict(llm)

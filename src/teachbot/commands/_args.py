@@ -21,3 +21,43 @@ def scene_overrides(args: argparse.Namespace) -> dict[str, object]:
     if getattr(args, "seed", None) is not None:
         overrides["seed"] = args.seed
     return overrides
+
+
+def add_stack_args(parser: argparse.ArgumentParser) -> None:
+    """The node-set arguments (teachbot.nodeset.ARGUMENTS) every mode shares: LLM, memory, perception, recording."""
+    llm = parser.add_argument_group("LLM (any of these also starts the interaction manager and improvement nodes)")
+    llm.add_argument("--console", action="store_true",
+                     help="run the LLM console (interaction manager) with config/llm.yaml's LLM")
+    llm.add_argument("--llm-backend", default="", choices=("", "openai", "transformers", "scripted"), metavar="NAME",
+                     help="openai | transformers | scripted, for every LLM role (default: config/llm.yaml)")
+    llm.add_argument("--llm-model", default="", metavar="NAME",
+                     help="served model name (openai), model folder (transformers), replay file (scripted)")
+    llm.add_argument("--llm-base-url", default="", metavar="URL",
+                     help="OpenAI-compatible endpoint: vLLM http://127.0.0.1:8000/v1, Ollama http://127.0.0.1:11434/v1")
+    llm.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    parser.add_argument("--memory", default="", metavar="DIR",
+                        help="directory of learned examples (default: memory_store/learned, see config/memory.yaml)")
+    parser.add_argument("--perception-backend", default="", metavar="NAME",
+                        help="sim_ground_truth | yolo_world | owlv2 (default: config/perception.yaml)")
+    parser.add_argument("--record", default="", metavar="DIR", help="record the session into DIR")
+    parser.add_argument("--dry-run", action="store_true", help="print the nodes and their parameters, start nothing")
+
+
+def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
+    """The teachbot.nodeset argument values the parsed command line asks for (unset ones stay out)."""
+    values: dict[str, object] = {
+        "robot_profile": args.robot_profile,
+        "console": args.console,
+        "llm_backend": args.llm_backend,
+        "llm_model": args.llm_model,
+        "llm_base_url": args.llm_base_url,
+        "llm_config": str(Path(args.llm_config).resolve()) if args.llm_config else "",
+        "memory": str(Path(args.memory).expanduser().resolve()) if args.memory else "",
+        "perception_backend": args.perception_backend,
+        "record": str(Path(args.record).resolve()) if args.record else "",
+    }
+    if mode in ("sim", "replay"):
+        values.update(gui=args.gui, real_time_factor=args.real_time_factor,
+                      camera=False if args.no_camera else None, **{
+                          "seed": args.seed, "scene_file": str(Path(args.scene).resolve()) if args.scene else ""})
+    return {k: v for k, v in values.items() if v is not None and v != ""}

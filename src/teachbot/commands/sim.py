@@ -1,61 +1,118 @@
-"""``teachbot sim``: the simulated robot (sim + skills nodes, optionally the interaction manager) in
-one process, until Ctrl-C."""
+"""``teachbot sim``: the simulated robot, every node of the node set's sim mode in one process, until
+Ctrl-C. ``serve`` runs any mode's node set the same way (``teachbot robot`` uses it too)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import signal
+import sys
 import threading
 import time
 
-from teachbot.commands._args import add_scene_args, scene_overrides
+from teachbot.commands._args import add_scene_args, add_stack_args, node_set_values
+from teachbot.nodeset import NodeSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``sim`` parser."""
-    sim = sub.add_parser("sim", help="run the simulated robot: sim + skills nodes, until Ctrl-C")
+    sim = sub.add_parser(
+        "sim", help="run the simulated robot (sim, skills, perception, memory; LLM nodes on request) until Ctrl-C",
+        description="The simulated robot in one process: the same nodes as `ros2 launch teachbot sim.launch.py`.",
+    )
     add_scene_args(sim)
     sim.add_argument("--gui", action="store_true", help="open the PyBullet window (needs a display)")
-    sim.add_argument("--real-time-factor", type=float, default=1.0, help="simulated seconds per wall second; 0 = as fast as possible")
+    sim.add_argument("--real-time-factor", type=float, default=None, metavar="X",
+                     help="simulated seconds per wall second; 0 = as fast as possible (default: config/sim.yaml)")
     sim.add_argument("--no-camera", action="store_true", help="do not render or publish camera images")
-    sim.add_argument("--console", action="store_true",
-                     help="also run the interaction manager (LLM from config/llm.yaml; OPENAI_API_KEY/OPENAI_BASE_URL)")
-    sim.add_argument("--llm-config", default="", help="LLM config file (default config/llm.yaml)")
+    add_stack_args(sim)
     sim.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulated robot until Ctrl-C or SIGTERM."""
+    return serve("sim", args)
+
+
+class Progress:
+    """Start-up progress on stderr: one line rewritten in place on a terminal, nothing when piped."""
+
+    def __init__(self, total: int, stream: object = None) -> None:
+        self.stream = stream or sys.stderr
+        self.total, self.done = total, 0
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def step(self, what: str) -> None:
+        """Announce the next step: ``[2/5] starting skills ...``."""
+        self.done += 1
+        if self.live:
+            self.stream.write(f"\r\033[K[{self.done}/{self.total}] {what} ...")
+            self.stream.flush()
+
+    def clear(self) -> None:
+        """Remove the progress line before the status line is printed."""
+        if self.live:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def serve(mode: str, args: argparse.Namespace) -> int:
+    """Build ``mode``'s node set from the command line, print one status line when it is up, run until stopped."""
+    from teachbot.nodeset import describe, node_set
+
+    specs = node_set(mode, node_set_values(args, mode))
+    if args.dry_run:
+        print(describe(specs))
+        return 0
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+
+    # rclpy's own handlers would shut the context down under the running nodes; here Ctrl-C and
+    # SIGTERM (a service manager, `timeout`) end the wait below and the nodes stop in order
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        return _serve(mode, specs, stop)
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
+    """Start the stack, print its status, wait for ``stop``, stop the stack."""
+    from teachbot.nodes.common import DuplicateNodeError
     from teachbot.nodes.stack import InProcessStack
 
-    stack = InProcessStack(
-        args.robot_profile, real_time_factor=args.real_time_factor, gui=args.gui,
-        camera_enabled=not args.no_camera, **scene_overrides(args),
-    )
+    stack = InProcessStack.from_node_set(specs)
+    progress = Progress(len(specs) + 1)
     started = time.monotonic()
-    stack.start()
-    if args.console:
-        from teachbot.nodes.interaction_manager_node import InteractionManagerNode
-
-        stack.add_node(InteractionManagerNode(llm_config=args.llm_config) if args.llm_config else InteractionManagerNode())
-    print(
-        f"teachbot sim ready in {time.monotonic() - started:.1f} s on ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} "
-        f"(loopback only). Actions: /skills/<pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait>; "
-        f"{'Talk to it: teachbot chat --domain-id ' + os.environ['ROS_DOMAIN_ID'] + '. ' if args.console else ''}"
-        f"Ctrl-C to stop.",
-        flush=True,
-    )
-    stop = threading.Event()
-    # rclpy's own SIGTERM handler only shuts rclpy down; a stopped service manager or `timeout`
-    # must end this process too
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stack.start(on_node=lambda spec: progress.step(f"starting {spec.name}"))
+    except DuplicateNodeError as exc:
+        progress.clear()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        progress.clear()
+    domain = os.environ["ROS_DOMAIN_ID"]
+    names = [n.get_name() for n in stack.nodes]
+    print(f"teachbot {mode} ready in {time.monotonic() - started:.1f} s: {', '.join(names)} "
+          f"on ROS_DOMAIN_ID={domain} (loopback only)", flush=True)
+    for spec in stack.skipped:
+        print(f"  not started: {spec.name} ({spec.module} is not installed)", flush=True)
+    if "interaction_manager" in names:
+        print(f"  talk to it: teachbot chat --domain-id {domain}", flush=True)
+    print("  skills: /skills/<pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait>; Ctrl-C to stop",
+          flush=True)
     try:
         while not stop.wait(0.5):
             pass
-        print("stopping", flush=True)
     except KeyboardInterrupt:
-        print("stopping", flush=True)
+        pass
     finally:
+        print("stopping ...", flush=True)
         stack.stop()
+        print("stopped", flush=True)
     return 0

@@ -1,0 +1,136 @@
+"""``teachbot memory``: look after the episodic memory store (seed and learned examples).
+
+    teachbot memory list [--profile P] [--source seed|learned]
+    teachbot memory show ID
+    teachbot memory remove ID [ID ...]
+    teachbot memory export FILE [--profile P] [--source seed|learned|all]
+    teachbot memory import FILE
+
+Works on the files directly (teachbot.memory.MemoryStore: atomic writes under a lock file), so it is
+safe while a memory node runs; the node picks the changes up before its next retrieval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``memory`` parser and its subcommands."""
+    memory = sub.add_parser("memory", help="list, show, remove, export and import remembered interactions",
+                            description=__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
+    common.add_argument("--memory", default="", metavar="DIR",
+                        help="directory of learned examples (default: store.learned_dir of the config)")
+    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import}")
+
+    listing = actions.add_parser("list", parents=[common], help="a table of the stored examples")
+    listing.add_argument("--profile", default="", help="only this robot API profile (tabletop, household)")
+    listing.add_argument("--source", default="", choices=("", SEED, LEARNED), help="only seed or only learned examples")
+    listing.set_defaults(func=run_list)
+
+    show = actions.add_parser("show", parents=[common], help="one example: provenance and transcript")
+    show.add_argument("id")
+    show.set_defaults(func=run_show)
+
+    remove = actions.add_parser("remove", parents=[common], help="delete learned examples (seeds are files to edit)")
+    remove.add_argument("ids", nargs="+", metavar="ID")
+    remove.set_defaults(func=run_remove)
+
+    export = actions.add_parser("export", parents=[common], help="write examples to a JSON Lines file")
+    export.add_argument("file", type=Path)
+    export.add_argument("--profile", default="", help="only this robot API profile")
+    export.add_argument("--source", default=LEARNED, choices=(SEED, LEARNED, "all"), help="which examples (default: learned)")
+    export.set_defaults(func=run_export)
+
+    imp = actions.add_parser("import", parents=[common], help="add the learned examples of a JSON Lines export")
+    imp.add_argument("file", type=Path)
+    imp.set_defaults(func=run_import)
+    # the store is files: no ROS domain needed
+    memory.set_defaults(own_env=True)
+
+
+def open_store(args: argparse.Namespace) -> MemoryStore:
+    """The store the config (and --memory) name."""
+    config = MemoryConfig.load(args.config or None)
+    learned = Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir
+    return MemoryStore(learned, config.seeds_dir)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print a table: id, source, profile, created, first instruction."""
+    store = open_store(args)
+    examples = store.list(profile=args.profile, source=args.source)
+    # on a terminal the last column is cut to the window; piped, nothing is cut (grep, less -S)
+    print(format_table(examples, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    learned = sum(e.source == LEARNED for e in examples)
+    print(f"\n{len(examples)} example{'s' * (len(examples) != 1)} ({len(examples) - learned} seed, {learned} learned); "
+          f"learned examples in {store.learned_dir}")
+    return 0
+
+
+def format_table(examples: list[InteractionExample], width: int | None = 120) -> str:
+    """Aligned columns; the instruction column takes the rest of the line and is cut with '...'."""
+    rows = [(e.id, e.source, e.profile, e.created[:19].replace("T", " "), e.keys[0] if e.keys else "") for e in examples]
+    header = ("ID", "SOURCE", "PROFILE", "CREATED", "FIRST INSTRUCTION")
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(4)]
+    room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
+
+    def line(cells: tuple[str, ...]) -> str:
+        text = cells[4] if len(cells[4]) <= room else cells[4][: room - 3] + "..."
+        return "  ".join(c.ljust(w) for c, w in zip(cells[:4], widths)) + "  " + text
+
+    return "\n".join([line(header), *(line(r) for r in rows)]) if rows else "no examples stored"
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Print one example's fields, then its transcript."""
+    example = open_store(args).get(args.id)
+    fields = ("id", "source", "profile", "created", "episode_id", "author_model", "embedding_model", "problem",
+              "improvement", "scope")
+    for name in fields:
+        value = getattr(example, name)
+        if value:
+            print(f"{name + ':':<17}{value}")
+    print(f"{'instructions:':<17}{' | '.join(example.keys)}")
+    print()
+    print(example.transcript.rstrip("\n"))
+    return 0
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    """Remove each id; every failure is reported and makes the exit status 1."""
+    store = open_store(args)
+    failed = 0
+    for example_id in args.ids:
+        try:
+            store.remove(example_id)
+        except MemoryStoreError as exc:  # an unknown id, a seed, an I/O error: say it, go on with the others
+            failed += 1
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            print(f"removed {example_id}")
+    return 1 if failed else 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Write the chosen examples as JSON Lines."""
+    store = open_store(args)
+    count = store.export_jsonl(args.file, profile=args.profile, source="" if args.source == "all" else args.source)
+    print(f"exported {count} example{'s' * (count != 1)} to {args.file}")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Add the learned examples of an export; ids already stored (and seed records) are skipped."""
+    store = open_store(args)
+    report = store.import_jsonl(args.file)
+    print(f"imported {len(report.added)} example{'s' * (len(report.added) != 1)} into {store.learned_dir}"
+          + (f"; skipped {len(report.skipped)} already stored or seed: {', '.join(report.skipped)}" if report.skipped else ""))
+    return 0
