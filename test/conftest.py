@@ -65,3 +65,14 @@ def client(stack):
     c = stack.client
     c.emergency_stop(False)
     return c
+
+
+@pytest.fixture()
+def sim_camera(stack):
+    """The shared stack's sim node with its RGB-D camera publishing, for one test (the stack starts with
+    it off for speed). The sim re-arms its publication timers on a scene reset, so reset the scene
+    after requesting this fixture. Yields the sim node."""
+    sim = stack.node("sim")
+    sim.periods["camera"] = 1.0 / sim.camera.rate
+    yield sim
+    sim.periods["camera"] = float("inf")

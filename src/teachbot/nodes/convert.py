@@ -75,3 +75,57 @@ def camera_info_msg(spec: CameraSpec, stamp) -> CameraInfo:  # noqa: ANN001
     info.r = np.eye(3).flatten().tolist()
     info.p = [k[0, 0], 0.0, k[0, 2], 0.0, 0.0, k[1, 1], k[1, 2], 0.0, 0.0, 0.0, 1.0, 0.0]
     return info
+
+
+# ---------------------------------------------------------------- perception
+IMAGE_CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
+
+
+def image_array(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image as numpy: colour as HxWx3 uint8 RGB, depth as HxW float32 metres (16UC1 is
+    millimetres), labels (32SC1) as HxW int32. Other encodings raise a ValueError naming the supported ones."""
+    enc = msg.encoding.lower()
+    h, w = msg.height, msg.width
+    if enc in IMAGE_CHANNELS:
+        n = IMAGE_CHANNELS[enc]
+        raw = np.frombuffer(msg.data, np.uint8).reshape(h, msg.step)[:, : w * n].reshape(h, w, n)
+        if n == 1:
+            return np.repeat(raw, 3, axis=2)
+        rgb = raw[:, :, 2::-1] if enc.startswith("bgr") else raw[:, :, :3]
+        return np.ascontiguousarray(rgb)
+    dtypes = {"32fc1": np.float32, "16uc1": np.uint16, "32sc1": np.int32}
+    if enc not in dtypes:
+        raise ValueError(f"image encoding {msg.encoding!r} is not supported; use one of {sorted([*IMAGE_CHANNELS, *dtypes])}")
+    dtype = np.dtype(dtypes[enc]).newbyteorder(">" if msg.is_bigendian else "<")
+    arr = np.frombuffer(msg.data, dtype).reshape(h, msg.step // dtype.itemsize)[:, :w]
+    if enc == "16uc1":
+        return arr.astype(np.float32) / 1000.0
+    return arr.astype(dtypes[enc], copy=False)
+
+
+def stamp_seconds(stamp) -> float:  # noqa: ANN001 - builtin_interfaces/Time
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def stamp_msg(seconds: float):  # noqa: ANN201 - builtin_interfaces/Time
+    from builtin_interfaces.msg import Time
+
+    return Time(sec=int(seconds), nanosec=int(round((seconds % 1) * 1e9)) % 1_000_000_000)
+
+
+def tracked_object_msg(obj, object_id: int | None = None) -> DetectedObject:  # noqa: ANN001 - TrackedObject or Observation
+    """A scene-model object (or a one-off observation) as DetectedObject."""
+    from sensor_msgs.msg import RegionOfInterest
+
+    half = obj.yaw / 2
+    x0, y0, x1, y1 = obj.box
+    msg = DetectedObject(
+        id=int(obj.id if object_id is None else object_id), name=obj.name, label=obj.label, score=float(obj.score),
+        pose=pose_msg(obj.position, np.array([0.0, 0.0, np.sin(half), np.cos(half)])), size=vector(obj.size),
+        bbox=RegionOfInterest(x_offset=max(int(x0), 0), y_offset=max(int(y0), 0), width=max(int(x1 - x0), 0),
+                              height=max(int(y1 - y0), 0)),
+    )
+    last_seen = getattr(obj, "last_seen", None)
+    if last_seen is not None:
+        msg.last_seen = stamp_msg(last_seen)
+    return msg

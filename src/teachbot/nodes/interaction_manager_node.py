@@ -1,6 +1,6 @@
 """ROS 2 node ``interaction_manager``: the console loop, with the robot API proxied to the other nodes.
 
-In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml.
+In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml (perception/objects).
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
      interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session).
 Uses the skills' actions through a SkillClient. The LLM backends come from config/llm.yaml.
@@ -67,6 +67,8 @@ class InteractionManagerNode(Node):
         implementations = robot.functions() if self.api.profile == "tabletop" else {
             "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say}
         implementations["learn_from_interaction"] = self.learn_from_interaction
+        if "list_objects" in self.api.names:  # the household profile's object function, from the same list
+            implementations["list_objects"] = self.list_objects
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         self.functions = self.api.bind(implementations)
@@ -101,6 +103,10 @@ class InteractionManagerNode(Node):
                 f"no object list has arrived on {self.objects_topic}; start the perception (or sim) node"
             )
         return dict(self._objects)
+
+    def list_objects(self) -> list[str]:
+        """Names of the objects perception knows about."""
+        return sorted(self._current_objects())
 
     def _say(self, text: str) -> None:
         msg = DialogTurn(speaker="robot", type="dialog", text=text)
