@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from teachbot.console.transcript import Transcript
@@ -34,10 +35,17 @@ class EpisodicMemory:
         """From a MemoryConfig or a config file (default config/memory.yaml). The model loads lazily, on first need."""
         if not isinstance(config, MemoryConfig):
             config = MemoryConfig.load(config)
-        if embedder is None:
-            model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
-            embedder = cached(model, config.cache_dir)
-        store = MemoryStore(config.learned_dir, config.seeds_dir)
+        if embedder is not None:
+            return cls(MemoryStore(config.learned_dir, config.seeds_dir), embedder, config.retrieval)
+        model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
+        # The embedding cache reads its file (I/O and checksums, mostly outside the GIL) while the store
+        # reads the examples: with a large store the two take about as long, so start-up takes about half.
+        with ThreadPoolExecutor(1, thread_name_prefix="teachbot-memory-open") as pool:
+            pending = pool.submit(cached, model, config.cache_dir)
+            try:
+                store = MemoryStore(config.learned_dir, config.seeds_dir)
+            finally:
+                embedder = pending.result()  # its error, if any, wins only when the store opened
         return cls(store, embedder, config.retrieval)
 
     def sync(self) -> bool:
