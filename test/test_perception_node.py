@@ -154,3 +154,27 @@ def test_a_console_session_gets_its_objects_from_perception(client, sim_camera, 
 def test_sim_ground_truth_without_a_simulator_is_refused(ros_context):
     with pytest.raises(ConfigError, match="set perception.backend in .*perception.yaml or the perception_backend"):
         PerceptionNode(namespace="/no_sim", world_state_service="")
+
+
+def test_images_of_every_supported_encoding_convert():
+    from sensor_msgs.msg import Image
+
+    from teachbot.nodes.convert import image_array
+
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    assert np.array_equal(image_array(_msg(rgb, "rgb8")), rgb)
+    assert np.array_equal(image_array(_msg(rgb[:, :, ::-1], "bgr8")), rgb)
+    depth_mm = np.array([[1000, 250], [0, 65535]], dtype=np.uint16)
+    assert np.allclose(image_array(_msg(depth_mm, "16UC1")), depth_mm / 1000.0)
+    seg = np.array([[-1, 7]], dtype=np.int32)
+    assert np.array_equal(image_array(_msg(seg, "32SC1")), seg)
+    with pytest.raises(ValueError, match="not supported; use one of"):
+        image_array(Image(height=1, width=1, encoding="yuv422", step=2, data=b"\x00\x00"))
+
+
+def _msg(array, encoding):
+    from builtin_interfaces.msg import Time
+
+    from teachbot.nodes.convert import image_msg
+
+    return image_msg(array, encoding, "camera", Time())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -60,17 +61,18 @@ class PerceptionNode(Node):
         }
         unknown = sorted(set(overrides) - set(defaults))
         if unknown:
+            self.destroy_node()
             raise ConfigError(f"PerceptionNode does not take {unknown}; its parameters are {sorted(defaults)}")
         defaults.update(overrides)
         p = {k: self.declare_parameter(k, v).value for k, v in defaults.items()}
         refuse_duplicate(self)
-        self.config = PerceptionConfig(**{**cfg.__dict__, "backend": str(p["backend"]), "rate": float(p["rate"]),
-                                          "queries": tuple(p["queries"]), "min_score": float(p["min_score"]),
-                                          "base_frame": str(p["base_frame"])})
+        self.config = replace(cfg, backend=str(p["backend"]), rate=float(p["rate"]), queries=tuple(p["queries"]),
+                              min_score=float(p["min_score"]), base_frame=str(p["base_frame"]))
         self.perception = Perception(self.config)
         self.sync_tolerance = float(p["sync_tolerance"])
         self.needs_labels = self.config.backend == "sim_ground_truth"
         if self.needs_labels and not p["world_state_service"]:
+            self.destroy_node()
             raise ConfigError(
                 "the sim_ground_truth perception backend reads the simulator's labels and there is no simulator "
                 f"(world_state_service is empty); set perception.backend in {cfg.source} or the perception_backend "
