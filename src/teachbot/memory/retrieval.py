@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teachbot.memory.embedding import CachedEmbedder, Embedder
+from teachbot.memory.embedding import CachedEmbedder, Embedder, _one_intra_op_thread
 from teachbot.memory.example import InteractionExample
 
 
@@ -53,7 +53,7 @@ def query_vector(newest_first: np.ndarray, gamma: float) -> np.ndarray:
 # Below this many key rows one pass is quicker than handing a slice to another thread.
 PARALLEL_MIN_ROWS = 32_768
 # From this many key rows on, a retrieval screens every row with a half-precision mat-vec (half the
-# memory traffic of float32, on all cores through torch) and scores exactly only the slots that can
+# memory traffic of float32, through torch) and scores exactly only the slots that can
 # still be in the top-k; the scan is memory-bound, so this about halves it at 100 000 examples.
 FAST_MIN_ROWS = 32_768
 HALF_SAFE_SCORE = 1024.0  # |q| * max |key| above this: no screening (float16 tops out at 65504)
@@ -284,7 +284,10 @@ class Retriever:
             return None
         import torch
 
-        rough = torch.mv(half[: self._n_rows], torch.from_numpy(query.astype(np.float16))).float().numpy()
+        # One thread: the scan is memory-bound, and on a busy machine a second OpenMP thread waiting for a
+        # core made it slower (16-25 ms instead of 12-15 ms at 200 000 rows on 2 shared cores).
+        with _one_intra_op_thread(True):
+            rough = torch.mv(half[: self._n_rows], torch.from_numpy(query.astype(np.float16))).float().numpy()
         n_slots = len(mask)
         best = np.maximum.reduceat(rough, self._starts[:n_slots])
         best[~mask] = -np.inf
