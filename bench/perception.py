@@ -83,6 +83,8 @@ def main() -> int:
     p = C.parser(__doc__.splitlines()[0], runs=20)
     p.add_argument("--owlv2-runs", type=int, default=5, help="repetitions for owlv2 (default 5: seconds each)")
     p.add_argument("--skip-owlv2", action="store_true", help="leave out the owlv2 row")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads for the learned backends "
+                   "(default: torch's default, one per core)")
     args = p.parse_args()
     machine = C.machine()
 
@@ -93,8 +95,9 @@ def main() -> int:
 
     frame = sim_frame()
     h, w = frame.rgb.shape[:2]
+    threads = args.threads or torch.get_num_threads()
     C.say(f"frame {w}x{h} (scene 0, {len(frame.segment_labels)} labelled objects); queries {QUERIES}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+          f"torch {torch.__version__}, {threads} threads; load average {os.getloadavg()[0]:.2f}")
     rows: dict[str, Any] = {}
 
     det = make_detector("sim_ground_truth")
@@ -108,7 +111,8 @@ def main() -> int:
         clip = random_models.save_clip_text_model(root / "clip-vit-base-patch32")
         t_save = time.perf_counter() - t0
         t0 = time.perf_counter()
-        det = make_detector("yolo_world", {"weights": str(weights), "clip_text_model": str(clip), "image_size": 640})
+        det = make_detector("yolo_world", {"weights": str(weights), "clip_text_model": str(clip), "image_size": 640,
+                                            "threads": args.threads})
         t_load = time.perf_counter() - t0
         params = sum(p.numel() for p in det.model.parameters())
         t0 = time.perf_counter()
@@ -125,7 +129,7 @@ def main() -> int:
         if not args.skip_owlv2:
             model_dir = random_models.save_owlv2(root / "owlv2-base-patch16")
             t0 = time.perf_counter()
-            det = make_detector("owlv2", {"model_path": str(model_dir)})
+            det = make_detector("owlv2", {"model_path": str(model_dir), "threads": args.threads})
             t_load = time.perf_counter() - t0
             params = sum(p.numel() for p in det.model.parameters())
             times, n = time_detector(det, frame, args.owlv2_runs, warmup=1)

@@ -275,3 +275,12 @@ def test_missing_weights_name_the_key_and_path(backend, key, options, models, tm
         make_detector(backend, opts)
     assert isinstance(err.value, ConfigError)
     assert key in str(err.value) and path in str(err.value)
+
+
+def test_threads_option_sets_torch_threads(models):
+    before = torch.get_num_threads()
+    try:
+        det = make_detector("owlv2", {"model_path": str(models["owlv2"]), "threads": 1})
+        assert torch.get_num_threads() == 1 and det.detect(Frame(rgb=np.zeros((8, 8, 3), np.uint8)), ["x"]) is not None
+    finally:
+        torch.set_num_threads(before)

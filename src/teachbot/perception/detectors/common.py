@@ -43,6 +43,17 @@ def resolve_local_path(value: str | os.PathLike[str] | None, key: str, kind: Lit
     return path
 
 
+def set_torch_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count for this process when ``threads`` is given (None: torch's default).
+
+    On a CPU shared with other busy processes (sim, skills) fewer threads are often faster: torch's
+    worker threads wait on each other whenever one of them is descheduled."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(max(1, int(threads)))
+
+
 def frame_rgb(frame: Frame) -> np.ndarray:
     """The frame's HxWx3 uint8 RGB image, or InvalidArgumentError saying what it got instead."""
     rgb = np.asarray(frame.rgb)

@@ -19,6 +19,7 @@ from teachbot.perception.detectors.common import (
     batched_nms,
     frame_rgb,
     resolve_local_path,
+    set_torch_threads,
     to_detections,
     unique_queries,
 )
@@ -38,14 +39,17 @@ class Owlv2Detector:
         nms_iou: float = 0.3,
         max_det: int = 100,
         device: str = "cpu",
+        threads: int | None = None,
     ) -> None:
         """Load model and processor from the local directory ``model_path``. ``threshold`` is the lowest
         score kept (the node applies ``perception.min_score`` on top), ``nms_iou`` the overlap above which
-        a lower-scoring box of the same query is dropped."""
+        a lower-scoring box of the same query is dropped, ``threads`` torch's CPU threads (None: torch's
+        default)."""
         import torch
         from transformers import Owlv2ForObjectDetection, Owlv2Processor
 
         path = resolve_local_path(model_path, f"{KEY}.model_path", "dir")
+        set_torch_threads(threads)
         try:
             self.processor = Owlv2Processor.from_pretrained(str(path), local_files_only=True)
             self.model = Owlv2ForObjectDetection.from_pretrained(str(path), local_files_only=True)

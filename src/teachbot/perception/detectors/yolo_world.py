@@ -27,6 +27,7 @@ from teachbot.perception.detectors.common import (
     MissingWeightsError,
     frame_rgb,
     resolve_local_path,
+    set_torch_threads,
     to_detections,
     unique_queries,
 )
@@ -106,13 +107,16 @@ class YoloWorldDetector:
         iou: float = 0.7,
         max_det: int = 100,
         device: str = "cpu",
+        threads: int | None = None,
     ) -> None:
         """Load ``weights`` (a local ultralytics YOLO-World checkpoint, e.g. yolov8s-worldv2.pt) and the CLIP
         text model directory ``clip_text_model`` (e.g. openai/clip-vit-base-patch32). ``conf`` is the lowest
         score kept (the node applies ``perception.min_score`` on top), ``iou`` the NMS overlap threshold,
-        ``image_size`` the longer side the image is letterboxed to."""
+        ``image_size`` the longer side the image is letterboxed to, ``threads`` torch's CPU threads (None:
+        torch's default)."""
         import torch
 
+        set_torch_threads(threads)
         self._torch = torch
         weights_path = resolve_local_path(weights, f"{KEY}.weights", "file")
         clip_path = resolve_local_path(clip_text_model, f"{KEY}.clip_text_model", "dir")
