@@ -16,6 +16,7 @@ from teachbot.memory.episodic import EpisodicMemory
 from teachbot.nodes.improvement_node import ImprovementNode
 from teachbot.nodes.interaction_manager_node import InteractionManagerNode
 from teachbot.nodes.memory_node import MemoryNode
+from teachbot.nodes.perception_node import PerceptionNode
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -60,7 +61,8 @@ def test_a_correction_is_learned_and_used_for_the_next_request(client, ros_conte
         "Whenever the person does not say which block.",
         IMPROVED,
     ])
-    nodes = [MemoryNode(memory), ImprovementNode(model=teacher, mode="improve"),
+    # the console's object functions read perception/objects (config/interaction.yaml), so perception runs too
+    nodes = [PerceptionNode(), MemoryNode(memory), ImprovementNode(model=teacher, mode="improve"),
              InteractionManagerNode(interaction_model=robot, function_model=ScriptedModel([]), dialog_timeout=60.0,
                                     examples_k=4)]
     im = nodes[-1]
