@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.task import Future
 
 from teachbot.ros_env import configure_loopback
 
@@ -23,6 +26,24 @@ LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+
+
+async def wait_for_worker(node: Node, work: concurrent.futures.Future[Any]) -> Any:
+    """Await a worker thread's result inside an executor callback, then return it (or raise).
+
+    rclpy resumes a waiting coroutine only when its executor wakes up for something; a node alone in
+    its process (ros2 launch) may have nothing else to wake it, so completion wakes it explicitly."""
+    done: Future = Future()
+    executor = node.executor
+
+    def finished(_work: concurrent.futures.Future[Any]) -> None:
+        done.set_result(True)
+        if executor is not None:
+            executor.wake()
+
+    work.add_done_callback(finished)
+    await done
+    return work.result()
 
 
 class DuplicateNodeError(RuntimeError):

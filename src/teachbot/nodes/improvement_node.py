@@ -13,7 +13,6 @@ from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.task import Future
 from teachbot_interfaces.msg import InteractionExample
 from teachbot_interfaces.srv import AddExample, Improve
 
@@ -23,7 +22,7 @@ from teachbot.console.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import refuse_duplicate, run_nodes
+from teachbot.nodes.common import refuse_duplicate, run_nodes, wait_for_worker
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
 
@@ -57,12 +56,9 @@ class ImprovementNode(Node):
     async def on_improve(self, request: Improve.Request, response: Improve.Response) -> Improve.Response:
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory client's answer must be able to arrive on a single-threaded executor)
-        done = Future()
         work = self._workers.submit(self._learn, request.profile or "tabletop", request.transcript)
-        work.add_done_callback(lambda _work: done.set_result(True))
-        await done
         try:
-            lesson = work.result()
+            lesson = await wait_for_worker(self, work)
         except Exception as exc:  # noqa: BLE001 - an LLM outage is an answer, not a crash
             response.stored, response.message = False, f"could not learn: {type(exc).__name__}: {exc}"
             return response

@@ -20,7 +20,6 @@ from builtin_interfaces.msg import Duration
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from teachbot_interfaces.action import GoHome, Gripper, Handover, MoveTo, Pick, Place, PutFirstOnSecond, Wait
@@ -29,7 +28,7 @@ from teachbot_interfaces.srv import ReleaseHandover
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from teachbot.errors import ControllerError, EmergencyStopError, ErrorCode
-from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes, wait_for_worker
 from teachbot.nodes.convert import object_info, skill_result
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
@@ -202,11 +201,8 @@ class SkillsNode(Node):
             # the skill blocks for seconds: it runs on a worker thread while this coroutine waits, so
             # the node's callbacks (joint states, e-stop, cancel) keep flowing on any executor,
             # including a single-threaded one (much cheaper per goal than a multi-threaded one)
-            done = Future()
             work = self._workers.submit(self._run, name, goal_handle, to_kwargs(goal_handle.request))
-            work.add_done_callback(lambda _work: done.set_result(True))
-            await done
-            outcome = work.result()
+            outcome = await wait_for_worker(self, work)
             result = action_type.Result(result=skill_result(outcome))
             if name == "gripper":
                 result.holding, result.width = outcome.holding, outcome.width
