@@ -44,6 +44,7 @@ setup(
             "improvement = teachbot.nodes.improvement_node:main",
             "perception = teachbot.nodes.perception_node:main",
             "recorder = teachbot.nodes.recorder_node:main",
+            "replay = teachbot.nodes.replay_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

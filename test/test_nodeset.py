@@ -18,7 +18,7 @@ import pytest
 
 from teachbot.errors import ConfigError
 from teachbot.llm.factory import ROLES, role_settings
-from teachbot.nodeset import ARGUMENTS, MODES, NODES, apply_llm_arguments, arguments, node_set, parse_arguments
+from teachbot.nodeset import ARGUMENTS, MODES, NODES, apply_llm_arguments, arguments, llm_settings, node_set, parse_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = {mode: ROOT / "launch" / f"{mode}.launch.py" for mode in MODES}
@@ -103,11 +103,34 @@ def test_recording_and_replay_entries() -> None:
     assert "recorder" not in [s.name for s in node_set("sim")]
     recorder = node_set("sim", {"record": "out/rec"})[-1]
     assert (recorder.name, recorder.parameters, recorder.provided_by) == ("recorder", {"output": "out/rec"}, "recording")
-    replay = node_set("replay", {"recording": "out/rec", "real_time_factor": 0})
-    assert [s.name for s in replay] == ["sim", "skills", "perception", "memory", "replay"]
-    assert replay[-1].parameters == {"recording": "out/rec"}
+    replay = {s.name: s for s in node_set("replay", {"recording": "out/rec", "real_time_factor": 0})}
+    assert list(replay) == ["sim", "skills", "perception", "memory", "improvement", "interaction_manager", "replay"]
+    assert replay["replay"].parameters == {"recording": "out/rec", "check": True}
+    assert node_set("replay", {"recording": "out/rec", "check": "false"})[-1].parameters["check"] is False
+    # the LLM nodes answer from the recording's completions ...
+    for name in ("improvement", "interaction_manager"):
+        assert replay[name].parameters == {"llm_backend": "scripted", "llm_model": "out/rec"}, name
+    settings = llm_settings(**replay["interaction_manager"].parameters)
+    assert {(role_settings(settings, r)["backend"], role_settings(settings, r)["replay"]) for r in ROLES} == {("scripted", "out/rec")}
+    # ... unless the command line names another LLM
+    live = {s.name: s for s in node_set("replay", {"recording": "out/rec", "llm_model": "qwen", "llm_base_url": "http://h/v1"})}
+    assert live["interaction_manager"].parameters == {"llm_model": "qwen", "llm_base_url": "http://h/v1"}
     with pytest.raises(ConfigError, match="replay needs a recording"):
         node_set("replay")
+
+
+def test_replay_node_is_the_replay_modes_node(ros_context: None) -> None:
+    """The replay mode's last node is a real ReplayNode whose ROS parameters are the spec's (no skip)."""
+    spec = node_set("replay", {"recording": str(ROOT / "test" / "bags" / "plain_task"), "check": "false"})[-1]
+    assert spec.available()
+    node = spec.create()
+    try:
+        assert type(node).__name__ == "ReplayNode" and node.get_name() == "replay"
+        assert {name: node.get_parameter(name).value for name in spec.parameters} == spec.parameters
+        assert node.recorded.user == ["put the red block in the blue bowl"]
+    finally:
+        node.close()
+        node.destroy_node()
 
 
 def test_argument_errors_say_what_is_wrong() -> None:

@@ -10,7 +10,9 @@ Pure data and plain Python: no rclpy or launch import, so launch files, the CLI 
     sim       sim, skills, perception, memory [+ improvement, interaction_manager with an LLM] [+ recorder]
     robot     skills, perception, memory [+ improvement, interaction_manager with an LLM] [+ recorder]
               (the arm's own drivers provide the profile's controller and camera topics)
-    replay    the sim stack of a recorded session plus the replay node that feeds it the recording
+    replay    the sim stack of a recorded session, improvement and interaction_manager answering from the
+              recorded completions (llm_backend scripted, llm_model the recording), plus the replay node
+              that plays the recorded person and checks the outcome
 
 Arguments (:data:`ARGUMENTS`) are strings on the ``ros2 launch`` command line and typed values in
 Python; an empty value means "as config/<node>.yaml says", so the YAML files stay the one source of
@@ -75,13 +77,15 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("camera", bool, "", "render and publish the RGB-D camera (default: config/sim.yaml)", ("sim", "replay")),
     Argument("console", bool, "false", "run the interaction manager (the LLM console) even without llm_* arguments"),
     Argument("llm_backend", str, "", "openai | transformers | scripted for every LLM role (default: config/llm.yaml)"),
-    Argument("llm_model", str, "", "model the endpoint serves (openai), model folder (transformers), replay file (scripted)"),
+    Argument("llm_model", str, "", "model the endpoint serves (openai), model folder (transformers), replay bag or file (scripted)"),
     Argument("llm_base_url", str, "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM), :11434/v1 (Ollama)"),
     Argument("llm_config", str, "", "LLM config file (default config/llm.yaml)"),
     Argument("memory", str, "", "directory of learned examples (default: memory.store.learned_dir of config/memory.yaml)"),
     Argument("perception_backend", str, "", "detector: sim_ground_truth | yolo_world | owlv2 (default: config/perception.yaml)"),
     Argument("record", str, "", "record the session into this directory (empty: do not record)"),
     Argument("recording", str, "", "the recorded session to replay", ("replay",)),
+    Argument("check", bool, "true", "compare the replay with the recording (replay/result; the replay node exits 1 "
+             "on a divergence); false: only play it", ("replay",)),
 )
 _BY_NAME = {a.name: a for a in ARGUMENTS}
 
@@ -178,6 +182,8 @@ def node_set(
     if mode == "replay" and not args["recording"]:
         raise ConfigError("replay needs a recording: set recording:=<directory> (ros2 launch) or pass it to teachbot replay")
     profile = str(args["robot_profile"])
+    if mode == "replay":
+        args.update(replay_llm(args))
     llm = _pick(args, llm_backend="llm_backend", llm_model="llm_model", llm_base_url="llm_base_url", llm_config="llm_config")
     params: dict[str, dict[str, Any]] = {}
     if mode in ("sim", "replay"):
@@ -195,7 +201,7 @@ def node_set(
     if args["record"]:
         params["recorder"] = {"output": str(args["record"])}
     if mode == "replay":
-        params["replay"] = {"recording": str(args["recording"])}
+        params["replay"] = {"recording": str(args["recording"]), "check": bool(args["check"])}
 
     keep = set(only) if only is not None else None
     if keep is not None and keep - set(NODES):
@@ -211,6 +217,18 @@ def node_set(
     if extra and keep is None:
         raise ConfigError(f"parameters for node(s) not in the {mode} set: {', '.join(sorted(extra))}")
     return specs
+
+
+def replay_llm(args: Mapping[str, object]) -> dict[str, object]:
+    """The LLM arguments of a replay: the recorded completions answer (scripted backend, the recording as
+    its replay source). Arguments that name another LLM are kept (e.g. a live model on the recorded
+    conversation); a scripted backend without a model gets the recording."""
+    named = {key: args.get(key, "") for key in ("llm_backend", "llm_model", "llm_base_url", "llm_config")}
+    if not any(named.values()):
+        return {"llm_backend": "scripted", "llm_model": str(args["recording"])}
+    if named["llm_backend"] == "scripted" and not named["llm_model"]:
+        return {"llm_model": str(args["recording"])}
+    return {}
 
 
 def _pick(args: Mapping[str, object], **names: str) -> dict[str, object]:
@@ -237,7 +255,7 @@ def apply_llm_arguments(raw: dict[str, Any], backend: str = "", model: str = "",
     """config/llm.yaml (parsed) with the node set's llm_* arguments applied to every role; a new dict.
 
     ``model`` is the served model name for openai, the model folder for transformers and the replay
-    file (JSON Lines of recorded completions) for scripted.
+    source for scripted (a session bag, or JSON Lines of recorded completions).
     """
     if not (backend or model or base_url):
         return raw

@@ -28,6 +28,8 @@ from teachbot.llm.base import (
     trim_at_stop,
 )
 
+BAG_SUFFIXES = (".mcap", ".db3")  # rosbag2 storage files; their directory holds the bag's metadata.yaml
+
 
 class ScriptedModel(RecordingModel):
     """``Model`` that answers from a script; ``prompts`` holds every prompt it was asked, in order."""
@@ -55,9 +57,19 @@ class ScriptedModel(RecordingModel):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_records(cls, path: str | Path, **kwargs: object) -> ScriptedModel:
-        """Replay model from a JSON Lines file of ``{"prompt_digest": ..., "text": ...}`` records (in session order)."""
+    def from_records(cls, path: str | Path, *, role: str | None = None, **kwargs: object) -> ScriptedModel:
+        """Replay model from a recorded session: a rosbag2 directory written by teachbot's recorder (or a
+        .mcap/.db3 file inside one), or a JSON Lines file of ``{"prompt_digest": ..., "text": ...}`` records.
+
+        From a bag it takes the completions of ``role`` (default: the role in a ``name`` such as
+        ``"interaction:replay"``, as the LLM factory names its models; all roles when neither says one),
+        keyed by prompt digest in the order they were asked for.
+        """
         path = Path(path)
+        if path.is_dir() or path.suffix in BAG_SUFFIXES:
+            name = str(kwargs.get("name", ""))
+            replay = _bag_completions(path, role or (name.partition(":")[0] if ":" in name else None))
+            return cls(replay=replay, **kwargs)  # type: ignore[arg-type]
         replay: dict[str, list[str]] = {}
         try:
             lines = path.read_text().splitlines()
@@ -121,3 +133,18 @@ class ScriptedModel(RecordingModel):
         if not self._queue:
             raise LLMError(f"scripted model exhausted after {self.served} completions; the session asked for more")
         return self._queue.popleft()
+
+
+def _bag_completions(path: Path, role: str | None) -> dict[str, list[str]]:
+    """Prompt digest -> recorded texts (in session order) of ``role`` (every role when None) in a session bag."""
+    from teachbot.recording.bag import BagError, RecordedSession
+
+    bag = path if path.is_dir() else path.parent
+    try:
+        session = RecordedSession.load(bag)
+    except BagError as exc:
+        raise LLMError(f"cannot use {path} as an LLM replay source: {exc}") from None
+    replay: dict[str, list[str]] = {}
+    for record in session.completions if role is None else session.completions_for(role):
+        replay.setdefault(record.prompt_digest, []).append(record.text)
+    return replay

@@ -48,10 +48,16 @@ def waits_for_person(line: str) -> bool:
 
 class ScriptedPerson:
     """A person who answers each wait_for_trigger()/ask() of the transcript topic with the next utterance
-    on dialog/user, and leaves (closes the dialog) when none is left. Also collects the transcript."""
+    on dialog/user, and leaves when none is left. Also collects the transcript.
+
+    Shared by the in-process replay (ConsoleStack, whose ``leave`` closes the console's dialog) and the
+    replay node (teachbot.nodes.replay_node, which plays the person over ROS). ``prepare`` runs once on
+    the speaking thread before the first utterance (the replay node restores the recorded scene there).
+    ``left`` is set when the person ran out of utterances, ``finished`` when the console ended the session.
+    """
 
     def __init__(self, node: Any, utterances: Sequence[str], leave: Callable[[], None],
-                 on_line: Callable[[str], None] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None, prepare: Callable[[], None] | None = None) -> None:
         from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
 
         from teachbot.nodes.common import COMMAND_QOS
@@ -61,9 +67,12 @@ class ScriptedPerson:
         self.utterances = list(utterances)
         self.leave = leave
         self.on_line = on_line or (lambda _line: None)
+        self.prepare = prepare
         self.episodes: dict[str, dict[int, str]] = {}
         self.answered = 0
+        self.left = threading.Event()
         self.finished = threading.Event()
+        self._lock = threading.Lock()
         self._turn = DialogTurn
         self._pub = node.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
         self._jobs: queue.Queue[str | None] = queue.Queue()
@@ -72,9 +81,11 @@ class ScriptedPerson:
         self._worker.start()
 
     def _on_transcript(self, msg: Any) -> None:
-        lines = self.episodes.setdefault(msg.episode_id, {})
-        for offset, line in enumerate(msg.lines):
-            lines[msg.first_line + offset] = line
+        with self._lock:  # other threads read the transcript while it grows
+            lines = self.episodes.setdefault(msg.episode_id, {})
+            for offset, line in enumerate(msg.lines):
+                lines[msg.first_line + offset] = line
+        for line in msg.lines:
             self.on_line(line)
             if waits_for_person(line):
                 self._jobs.put("speak")
@@ -83,6 +94,9 @@ class ScriptedPerson:
 
     def _speak(self) -> None:
         while (job := self._jobs.get()) is not None:
+            if self.prepare is not None:
+                prepare, self.prepare = self.prepare, None
+                prepare()
             if self.answered < len(self.utterances):
                 text = self.utterances[self.answered]
                 self.answered += 1
@@ -92,13 +106,15 @@ class ScriptedPerson:
                 msg.header.stamp = self.node.get_clock().now().to_msg()
                 self._pub.publish(msg)
             else:
+                self.left.set()
                 self.leave()
             del job
 
     @property
     def transcript(self) -> list[str]:
         """Every line seen so far, episode after episode."""
-        return [episode[i] for episode in self.episodes.values() for i in sorted(episode)]
+        with self._lock:
+            return [episode[i] for episode in self.episodes.values() for i in sorted(episode)]
 
     def close(self) -> None:
         """Stop the worker thread."""
