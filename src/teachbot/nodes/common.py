@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import sys
 import time
@@ -39,7 +40,9 @@ async def wait_for_worker(node: Node, work: concurrent.futures.Future[Any]) -> A
     def finished(_work: concurrent.futures.Future[Any]) -> None:
         done.set_result(True)
         if executor is not None:
-            executor.wake()
+            # a shutting-down executor may have dropped its guard condition: nothing left to wake then
+            with contextlib.suppress(Exception):
+                executor.wake()
 
     work.add_done_callback(finished)
     await done
