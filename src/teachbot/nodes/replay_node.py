@@ -151,7 +151,10 @@ class ReplayNode(Node):
         self._settle()
         report, notes = self._compare(conversation)
         if self.check:
-            text = "\n".join([report.render(), *notes])
+            verdict = report.render()
+            if not report.ok and not verdict.startswith("DIVERGED"):
+                verdict = f"DIVERGED: the replay differs from the recording\n{verdict}"
+            text = "\n".join([verdict, *notes])
         else:
             text = (f"PLAYED: {self.person.answered} recorded utterance(s), the person left" if report.finished
                     else "DIVERGED: the replayed conversation did not reach its end in time")
@@ -206,7 +209,7 @@ class ReplayNode(Node):
                                    [self.person.transcript], worlds, {}, 0, 0, "")
         report = ReplayReport(Path(self.path), expected, replayed, differences=problems, conversation_wall=conversation,
                               wall=time.monotonic() - self._started,
-                              finished=self.person.left.is_set() or self.person.finished.is_set())
+                              finished=self._end.is_set())  # not woken by the timeout
         if self.check:
             report.differences += compare_sessions(expected, replayed, self.tolerance)
         return report, notes
