@@ -203,12 +203,20 @@ class _LaunchConfiguration:
         return context.launch_configurations[self.name]
 
 
+class _LaunchDescription(_Recorded):
+    def add_action(self, action: Any) -> None:
+        self.args[0].append(action)
+
+
 def _fake_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     modules = {name: types.ModuleType(name) for name in ("launch", "launch.actions", "launch.substitutions",
+                                                         "launch.event_handlers", "launch.events",
                                                          "launch_ros", "launch_ros.actions")}
-    modules["launch"].LaunchDescription = type("LaunchDescription", (_Recorded,), {})
-    for name in ("DeclareLaunchArgument", "OpaqueFunction", "LogInfo"):
+    modules["launch"].LaunchDescription = _LaunchDescription
+    for name in ("DeclareLaunchArgument", "OpaqueFunction", "LogInfo", "RegisterEventHandler", "EmitEvent"):
         setattr(modules["launch.actions"], name, type(name, (_Recorded,), {}))
+    modules["launch.event_handlers"].OnProcessExit = type("OnProcessExit", (_Recorded,), {})
+    modules["launch.events"].Shutdown = type("Shutdown", (_Recorded,), {})
     modules["launch.substitutions"].LaunchConfiguration = _LaunchConfiguration
     modules["launch_ros.actions"].Node = type("Node", (_Recorded,), {})
     for name, module in modules.items():
@@ -243,6 +251,18 @@ def test_launch_file_builds_the_node_set(mode: str, values: dict[str, str], monk
     assert all(n["package"] == "teachbot" for n in nodes)
     skipped = [a.kwargs["msg"] for a in actions if type(a).__name__ == "LogInfo"]
     assert len(skipped) == len(node_set(mode, values)) - len(expected)
+
+    handlers = [e.args[0] for e in entities if type(e).__name__ == "RegisterEventHandler"]
+    if mode != "replay":
+        assert handlers == []
+        return
+    # the replay node's exit (its verdict) shuts the launch down; another node's exit does not
+    (on_exit,) = [h.kwargs["on_exit"] for h in handlers if type(h).__name__ == "OnProcessExit"]
+    exited = lambda executable, code: types.SimpleNamespace(cmd=[f"/opt/lib/teachbot/{executable}", "--ros-args"], returncode=code)
+    assert on_exit(exited("sim", 0), context) is None
+    for code, reason in ((0, "matches"), (1, "diverged")):
+        (emit,) = on_exit(exited("replay", code), context)
+        assert reason in emit.kwargs["event"].kwargs["reason"] and f"exit code {code}" in emit.kwargs["event"].kwargs["reason"]
 
 
 # --------------------------------------------------------------------------- building the nodes
