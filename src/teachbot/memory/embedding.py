@@ -90,6 +90,10 @@ class SentenceTransformerEmbedder:
                 self._model.eval()  # inference only (encode() sets it per call; _forward relies on it)
             return self._model
 
+    def warm_up(self) -> None:
+        """Load the model now (seconds), so the first query of a session does not wait for it."""
+        self._load()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         model = self._load()
         small = 0 < len(texts) <= SMALL_BATCH
@@ -375,6 +379,12 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.name = inner.name
+
+    def warm_up(self) -> None:
+        """Load the inner model now when it has a ``warm_up`` (queries are new texts: they need it)."""
+        warm = getattr(self.inner, "warm_up", None)
+        if warm is not None:
+            warm()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         keys = [text_key(t) for t in texts]

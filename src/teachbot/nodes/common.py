@@ -47,6 +47,29 @@ async def wait_for_worker(node: Node, work: concurrent.futures.Future[Any]) -> A
     work.add_done_callback(finished)
     await done
     return work.result()
+# a session's history (transcript, LLM completions): a late joiner such as a recorder gets all of it
+TRANSCRIPT_QOS = QoSProfile(
+    depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+
+
+def completion_publisher(node: Node, topic: str, role: str) -> Callable[[Any, str], None]:
+    """A model listener that publishes each LLM call on ``topic`` as an LlmCompletion with its prompt
+    digest (what a recorded session is replayed from)."""
+    from teachbot_interfaces.msg import LlmCompletion
+
+    publisher = node.create_publisher(LlmCompletion, topic, TRANSCRIPT_QOS)
+
+    def publish(completion: Any, prompt: str) -> None:
+        msg = LlmCompletion(
+            role=role, model=completion.model, prompt_digest=completion.prompt_digest, prompt=prompt,
+            completion=completion.text, prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens, latency=completion.latency,
+        )
+        msg.header.stamp = node.get_clock().now().to_msg()
+        publisher.publish(msg)
+
+    return publish
 
 
 class DuplicateNodeError(RuntimeError):

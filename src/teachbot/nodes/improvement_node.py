@@ -22,7 +22,7 @@ from teachbot.console.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import refuse_duplicate, run_nodes, wait_for_worker
+from teachbot.nodes.common import completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
 
@@ -41,6 +41,10 @@ class ImprovementNode(Node):
         self.mode = str(cfg["mode"])
         llm = {k: str(self.get_parameter(k).value) for k in LLM_PARAMETERS}
         self.model = model or model_from_config(llm_settings(**llm), "improvement")
+        # every LLM call of the chain, with its prompt digest, so a recorded session can be replayed
+        add = getattr(self.model, "add_listener", None)
+        if add is not None:
+            add(completion_publisher(self, "improvement/completions", "improvement"))
         self._improvers: dict[str, Improver] = {}
         self._lock = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="improve")

@@ -13,7 +13,6 @@ import uuid
 from typing import Any
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, TranscriptUpdate
 from teachbot_interfaces.srv import Improve, RetrieveExamples
 
@@ -27,13 +26,10 @@ from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Entry
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
-TRANSCRIPT_QOS = QoSProfile(
-    depth=500, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL
-)
 LEARN_TIMEOUT = 180.0  # seconds for the improvement LLM's whole chain
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from teachbot.llm.base import Completion, Model
+from teachbot.llm.base import Model
 from teachbot.recording import Recording, start_recording
 from teachbot.recording.bag import SESSION_END, SessionSpec
 
@@ -189,7 +189,6 @@ class ConsoleStack:
             self.stack.add_node(MemoryNode(self.memory))
             improvement = ImprovementNode(model=self.models["improvement"], mode=self.spec.learning_mode) \
                 if self.models["improvement"] is not None else ImprovementNode(mode=self.spec.learning_mode)
-            publish_completions(improvement, "improvement")
             self.stack.add_node(improvement)
         self.interaction_manager = InteractionManagerNode(
             interaction_model=self.models["interaction"], function_model=self.models["function_generation"],
@@ -217,30 +216,6 @@ class ConsoleStack:
             self.stack = None
         if self._tmp is not None:
             self._tmp.cleanup()
-
-
-def publish_completions(node: Any, role: str) -> None:
-    """Publish a node's LLM completions on ``<role>/completions`` unless the node already does."""
-    if hasattr(node, "completion_pub"):
-        return
-    from teachbot_interfaces.msg import LlmCompletion
-
-    from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS
-
-    model = getattr(node, "model", None)
-    add = getattr(model, "add_listener", None)
-    if add is None:
-        return
-    publisher = node.create_publisher(LlmCompletion, f"{role}/completions", TRANSCRIPT_QOS)
-
-    def publish(completion: Completion, prompt: str) -> None:
-        msg = LlmCompletion(role=role, model=completion.model, prompt_digest=completion.prompt_digest, prompt=prompt,
-                            completion=completion.text, prompt_tokens=completion.prompt_tokens,
-                            completion_tokens=completion.completion_tokens, latency=completion.latency)
-        msg.header.stamp = node.get_clock().now().to_msg()
-        publisher.publish(msg)
-
-    add(publish)
 
 
 def run_conversation(console: ConsoleStack, utterances: Sequence[str], *, timeout: float = 300.0,
