@@ -47,15 +47,25 @@ WALL_BACKSTOP_FACTOR = 4.0
 
 class _Deadline:
     """A time allowance measured on the arm's clock (simulated time may run faster or slower than
-    the wall), with a wall-clock backstop for a clock that has stopped."""
+    the wall), with a wall-clock backstop for a clock that has stopped. A clock that jumps back (a
+    simulator reset rewinds it to zero) counts as no time passing, never as negative time."""
 
     def __init__(self, arm: ArmInterface, seconds: float) -> None:
         self._arm = arm
-        self._end = arm.now() + seconds
+        self._seconds = seconds
+        self._last = arm.now()
+        self._elapsed = 0.0
         self._wall_end = time.monotonic() + WALL_BACKSTOP_FACTOR * seconds
 
+    def elapsed(self) -> float:
+        """Arm-clock seconds since the allowance started."""
+        now = self._arm.now()
+        self._elapsed += max(0.0, now - self._last)
+        self._last = now
+        return self._elapsed
+
     def expired(self) -> bool:
-        return self._arm.now() > self._end or time.monotonic() > self._wall_end
+        return self.elapsed() > self._seconds or time.monotonic() > self._wall_end
 
 
 @dataclass(frozen=True)
@@ -306,7 +316,7 @@ class SkillLibrary:
         while not deadline.expired():
             self._cancel.check()
             self.arm.sleep(0.005)
-            now, current = self.arm.now(), self.arm.gripper_width()
+            now, current = deadline.elapsed(), self.arm.gripper_width()
             samples.append((now, current))
             # still = no change since a sample at least GRIPPER_STILL_TIME old (a gap in the joint
             # states must not look like stillness, so the window starts at that older sample)
@@ -333,8 +343,8 @@ class SkillLibrary:
 
     def _settle(self, seconds: float) -> None:
         """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
-        start, deadline = self.arm.now(), _Deadline(self.arm, seconds + self.profile.skills.motion_timeout_margin)
-        while self.arm.now() - start < seconds and not deadline.expired():
+        deadline = _Deadline(self.arm, seconds + self.profile.skills.motion_timeout_margin)
+        while deadline.elapsed() < seconds and not deadline.expired():
             self._cancel.check()
             self.arm.sleep(0.005)
 
@@ -394,19 +404,18 @@ class SkillLibrary:
         tol = self.profile.skills.position_tolerance
         # completion and the give-up deadline are judged on the arm's clock (a loaded machine may run
         # the simulator slower than the wall); _Deadline's wall backstop catches a frozen clock
-        start = self.arm.now()
         deadline = _Deadline(self.arm, traj.duration + self.profile.skills.motion_timeout_margin)
-        still_since, last_q = start, self.arm.joint_positions()
+        still_since, last_q = 0.0, self.arm.joint_positions()
         while True:
             self._cancel.check()
             self.arm.sleep(0.005)
-            now, q = self.arm.now(), self.arm.joint_positions()
+            now, q = deadline.elapsed(), self.arm.joint_positions()
             err = float(np.max(np.abs(q - goal)))
-            if now - start >= traj.duration and err < tol:
+            if now >= traj.duration and err < tol:
                 return
             if np.max(np.abs(q - last_q)) > 1e-3:
                 still_since, last_q = now, q
-            if guarded and now - start >= traj.duration and now - still_since >= CONTACT_STILL_TIME and err < CONTACT_MAX_ERROR:
+            if guarded and now >= traj.duration and now - still_since >= CONTACT_STILL_TIME and err < CONTACT_MAX_ERROR:
                 self.arm.hold()  # stop pushing down where it rests
                 return
             if deadline.expired():
