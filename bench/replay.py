@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Replay speed of a shipped bag against its recorded duration, and the recorder's overhead per console step.
 
-Replay: ``--runs`` replays of test/bags/<bag> (default learning_episode), each timed whole (stack
-start-up included) and for the conversation alone (console start to the person leaving); the ratios
-are recorded duration / replay time (goal: at least 5x faster). The bag's duration is its whole span
-(recorder start to stop, in real time); the recorded conversation is its first to last LLM completion.
+Replay: ``--runs`` replays of test/bags/<bag> (default learning_episode), each timed whole (process
+work from loading the bag to the stack stopped: start-up with the embedding model's import included)
+and for the conversation, measured the same way in the recording and in the replay's own recording:
+first to last LLM completion. Headline: recorded conversation / replayed conversation (goal: at least
+5x faster); also whole: the bag's span (recorder start to stop) / the whole replay.
 
 Recording overhead: the console (no memory nodes) runs 40 scripted assignment statements with and
 without the recorder in the same process; per step = wall time between consecutive transcript lines.
@@ -68,7 +69,7 @@ def main() -> None:
         if not report.ok:
             raise SystemExit(f"replay {run + 1} of {args.bag} failed:\n{report.render()}")
         whole.append(report.wall)
-        talk.append(report.conversation_wall)
+        talk.append(conversation_span(report.replayed))  # same measure as the recording's: first to last LLM call
         C.say(f"replay {run + 1}: {report.wall:.2f} s whole, {report.conversation_wall:.2f} s conversation")
     speedup_whole = recorded.duration / statistics.median(whole)
     speedup_talk = conversation_span(recorded) / statistics.median(talk)
@@ -89,9 +90,10 @@ def main() -> None:
         "recorded_conversation_s": round(conversation_span(recorded), 3),
         "replay_whole_s": C.summary(whole),
         "replay_conversation_s": C.summary(talk),
+        "headline": "speedup_conversation (first to last LLM completion, recording vs replay)",
         "speedup_whole": round(speedup_whole, 3),
         "speedup_conversation": round(speedup_talk, 3),
-        **C.goal_fields(speedup_whole, GOAL_SPEEDUP, lower_is_better=False),
+        **C.goal_fields(speedup_talk, GOAL_SPEEDUP, lower_is_better=False),
         "console_step_ms": {"without_recorder": C.summary(s * 1e3 for s in plain),
                             "with_recorder": C.summary(s * 1e3 for s in recorded_steps)},
         "recording_overhead_ms": round(with_rec - base, 3),

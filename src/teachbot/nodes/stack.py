@@ -49,6 +49,7 @@ class InProcessStack:
         self._executor: Executor | None = None
         self._thread: threading.Thread | None = None
         self._owns_context = False
+        self._stopping = False
 
     @classmethod
     def from_node_set(cls, specs: Sequence[NodeSpec], threads: int = 1) -> InProcessStack:
@@ -62,6 +63,7 @@ class InProcessStack:
         A node that fails to start stops the nodes already built and raises its error.
         """
         configure_loopback()
+        self._stopping = False
         # the physics thread and numpy release and retake the GIL constantly; a short switch
         # interval keeps the ROS and skill threads from waiting 5 ms for it each time
         sys.setswitchinterval(SWITCH_INTERVAL)
@@ -71,24 +73,43 @@ class InProcessStack:
         # every callback is short (skills and LLM calls run on the nodes' own worker threads), so one
         # executor thread is enough and costs far less per message than a thread pool
         self._executor = SingleThreadedExecutor() if self.threads <= 1 else MultiThreadedExecutor(num_threads=self.threads)
+        built: dict[int, Any] = {}
         try:
-            for spec in self.specs:
+            # the simulator is built last: its physics thread starts with it, and at real_time_factor 0
+            # it holds the GIL so much that another node's imports (torch, transformers) crawl behind it
+            for index, spec in sorted(enumerate(self.specs), key=lambda item: item[1].name == "sim"):
                 if spec.provided_by and not spec.available():
                     self.skipped.append(spec)
                     continue
                 if on_node is not None:
                     on_node(spec)
-                self.add_node(spec.create())
-            self._thread = threading.Thread(target=self._executor.spin, daemon=True, name="teachbot-stack")
+                built[index] = spec.create()
+            for index in sorted(built):
+                self.add_node(built.pop(index))
+            self._thread = threading.Thread(target=self._spin, daemon=True, name="teachbot-stack")
             self._thread.start()
             self.client_node = rclpy.create_node("teachbot_client")
             self.client = SkillClient(self.client_node)
             self.client.spin_in_background()
             self.client.wait_ready(wait, sim=self.with_sim)
         except BaseException:
+            for node in built.values():  # built but not yet handed to the executor
+                close = getattr(node, "close", None)
+                if close:
+                    close()
+                node.destroy_node()
             self.stop()
             raise
         return self.client
+
+    def _spin(self) -> None:
+        executor = self._executor
+        try:
+            executor.spin()
+        except Exception:
+            # rclpy may trip over a guard condition it is destroying while stop() shuts it down
+            if not self._stopping:
+                raise
 
     def add_node(self, node: Any) -> None:
         """Spin another node (e.g. the interaction manager) on the stack's executor."""
@@ -109,6 +130,7 @@ class InProcessStack:
             self.client.close()
             self.client_node.destroy_node()
             self.client = None
+        self._stopping = True
         if self._executor is not None:
             self._executor.shutdown(timeout_sec=2.0)
             if self._thread is not None:

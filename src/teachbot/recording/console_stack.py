@@ -166,8 +166,24 @@ class ConsoleStack:
             scene = self.workdir / "scene.yaml"
             scene.write_text(self.spec.scene_yaml)
             overrides["scene_file"] = str(scene)
+        if self.spec.memory:
+            self.memory = self._open_memory()
         self.stack = InProcessStack(self.spec.robot_profile, **overrides)
         return self.stack.start()
+
+    def _open_memory(self) -> Any:
+        """The seed examples and a fresh learned store, with the embedding model loaded: before the
+        simulator starts, whose physics thread at real_time_factor 0 would slow these imports tenfold."""
+        from teachbot.memory.config import MemoryConfig
+        from teachbot.memory.episodic import EpisodicMemory
+
+        # the configured seeds, model and retrieval; a fresh learned store and a shared vector cache
+        config = dataclasses.replace(MemoryConfig.load(), learned_dir=self.workdir / "learned", cache_dir=self.cache_dir)
+        memory = EpisodicMemory.open(config)
+        warm = getattr(memory.embedder, "warm_up", None)
+        if warm is not None:
+            warm()
+        return memory
 
     def record(self, path: str | Path, storage: str = "mcap", camera: bool = False) -> Recording:
         """Record from now on (call before :meth:`start_console`)."""
@@ -176,16 +192,12 @@ class ConsoleStack:
 
     def start_console(self) -> Any:
         """Memory and improvement nodes (when the spec has them), then the interaction manager."""
-        from teachbot.memory.config import MemoryConfig
-        from teachbot.memory.episodic import EpisodicMemory
         from teachbot.nodes.improvement_node import ImprovementNode
         from teachbot.nodes.interaction_manager_node import InteractionManagerNode
         from teachbot.nodes.memory_node import MemoryNode
 
         if self.spec.memory:
-            # the configured seeds, model and retrieval; a fresh learned store and a shared vector cache
-            config = dataclasses.replace(MemoryConfig.load(), learned_dir=self.workdir / "learned", cache_dir=self.cache_dir)
-            self.memory = EpisodicMemory.open(config)
+            self.memory = self.memory or self._open_memory()
             self.stack.add_node(MemoryNode(self.memory))
             improvement = ImprovementNode(model=self.models["improvement"], mode=self.spec.learning_mode) \
                 if self.models["improvement"] is not None else ImprovementNode(mode=self.spec.learning_mode)
