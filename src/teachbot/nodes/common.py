@@ -53,12 +53,10 @@ TRANSCRIPT_QOS = QoSProfile(
 )
 
 
-def completion_publisher(node: Node, topic: str, role: str) -> Callable[[Any, str], None]:
-    """A model listener that publishes each LLM call on ``topic`` as an LlmCompletion with its prompt
-    digest (what a recorded session is replayed from)."""
+def completion_publisher(node: Node, publisher: Any, role: str) -> Callable[[Any, str], None]:
+    """A model listener that publishes each LLM call of ``role`` on ``publisher`` (an LlmCompletion
+    publisher, TRANSCRIPT_QOS) with its prompt digest: what a recorded session is replayed from."""
     from teachbot_interfaces.msg import LlmCompletion
-
-    publisher = node.create_publisher(LlmCompletion, topic, TRANSCRIPT_QOS)
 
     def publish(completion: Any, prompt: str) -> None:
         msg = LlmCompletion(

@@ -13,7 +13,7 @@ from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from teachbot_interfaces.msg import InteractionExample
+from teachbot_interfaces.msg import InteractionExample, LlmCompletion
 from teachbot_interfaces.srv import AddExample, Improve
 
 from teachbot.config import load_yaml, resolve_config
@@ -22,7 +22,7 @@ from teachbot.console.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
+from teachbot.nodes.common import TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
 
@@ -44,7 +44,8 @@ class ImprovementNode(Node):
         # every LLM call of the chain, with its prompt digest, so a recorded session can be replayed
         add = getattr(self.model, "add_listener", None)
         if add is not None:
-            add(completion_publisher(self, "improvement/completions", "improvement"))
+            publisher = self.create_publisher(LlmCompletion, "improvement/completions", TRANSCRIPT_QOS)
+            add(completion_publisher(self, publisher, "improvement"))
         self._improvers: dict[str, Improver] = {}
         self._lock = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="improve")

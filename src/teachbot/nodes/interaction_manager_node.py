@@ -24,9 +24,9 @@ from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.session import ConsoleSession, SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Entry
-from teachbot.llm.base import Completion, Model
+from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 
@@ -74,7 +74,7 @@ class InteractionManagerNode(Node):
         for role, model in (("interaction", self.model), ("function_generation", self.function_model)):
             add = getattr(model, "add_listener", None)
             if add is not None:
-                add(lambda completion, prompt, role=role: self._publish_completion(role, completion, prompt))
+                add(completion_publisher(self, self.completion_pub, role))
         self.session_config = SessionConfig.from_config(cfg.get("session", {}))
         self.prompts = PromptBuilder.for_profile(self.api, MemoryExamples(self.retrieve_client, FileExamples()), int(cfg["examples_k"]))
         limits = SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {}))
@@ -115,15 +115,6 @@ class InteractionManagerNode(Node):
         msg.first_line = max(0, sum(len(e.render().split("\n")) for e in session.transcript.entries) - len(msg.lines)) if session else 0
         msg.header.stamp = self.get_clock().now().to_msg()
         self.transcript_pub.publish(msg)
-
-    def _publish_completion(self, role: str, completion: Completion, prompt: str) -> None:
-        msg = LlmCompletion(
-            role=role, model=completion.model, prompt_digest=completion.prompt_digest, prompt=prompt,
-            completion=completion.text, prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens, latency=completion.latency,
-        )
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.completion_pub.publish(msg)
 
     # ------------------------------------------------------------------ learning
     def learn_from_interaction(self) -> str | None:
