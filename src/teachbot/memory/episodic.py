@@ -80,6 +80,12 @@ class EpisodicMemory:
         self.store.remove(example_id)
         self.sync()
 
+    def warm_up(self) -> None:
+        """Load the embedding model now (seconds), so the first new query text does not wait for it."""
+        warm = getattr(self.embedder, "warm_up", None)  # a test double may have nothing to load
+        if warm is not None:
+            warm()
+
     def retrieve(self, newest_first: Sequence[str], profile: str = "", k: int | None = None) -> list[Retrieved]:
         """Top-k for the instructions, NEWEST FIRST; most similar last. See Retriever.retrieve."""
         self.sync()

@@ -62,9 +62,7 @@ class MemoryNode(Node):
         self.memory = memory or EpisodicMemory.open(self._config())
         self.memory.sync()
         # load the embedding model now: on the first query it would block this node's executor for seconds
-        warm = getattr(self.memory.embedder, "warm_up", None)
-        if warm is not None:
-            warm()
+        self.memory.warm_up()
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
         self.create_service(RetrieveExamples, "memory/retrieve", self.on_retrieve)
         self.create_service(AddExample, "memory/add", self.on_add)

@@ -180,9 +180,7 @@ class ConsoleStack:
         # the configured seeds, model and retrieval; a fresh learned store and a shared vector cache
         config = dataclasses.replace(MemoryConfig.load(), learned_dir=self.workdir / "learned", cache_dir=self.cache_dir)
         memory = EpisodicMemory.open(config)
-        warm = getattr(memory.embedder, "warm_up", None)
-        if warm is not None:
-            warm()
+        memory.warm_up()
         return memory
 
     def record(self, path: str | Path, storage: str = "mcap", camera: bool = False) -> Recording:
