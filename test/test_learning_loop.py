@@ -17,20 +17,10 @@ from teachbot.nodes.improvement_node import ImprovementNode
 from teachbot.nodes.interaction_manager_node import InteractionManagerNode
 from teachbot.nodes.memory_node import MemoryNode
 from teachbot.nodes.perception_node import PerceptionNode
+from teachbot.recording.scripted_sessions import IMPROVED, SCENE  # the learning episode of test/bags/
 
 pytestmark = pytest.mark.timeout(240)
 
-SCENE = """objects:
-  - {category: block, color: red, position: [-0.1, -0.45]}
-  - {category: block, color: green, position: [0.12, -0.6]}
-  - {category: bowl, color: blue, position: [0.1, -0.35]}
-  - {category: bowl, color: yellow, position: [-0.12, -0.62]}
-"""
-IMPROVED = """>>> wait_for_trigger()
-{'type': 'dialog', 'text': 'put the block in the blue bowl'}
->>> put_first_on_second('green block', 'blue bowl')
-'success'
->>> wait_for_trigger()"""
 
 
 def wait_until(predicate, timeout=60.0, what="condition"):
