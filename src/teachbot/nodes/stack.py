@@ -41,7 +41,6 @@ class InProcessStack:
         self.specs = list(specs)
         self.robot_profile = robot_profile
         self.with_sim = any(s.name == "sim" for s in self.specs)
-        self.sim_overrides = sim_overrides
         self.threads = threads
         self.nodes: list[Any] = []
         self.skipped: list[NodeSpec] = []  # nodes of parts of the project that are not installed
