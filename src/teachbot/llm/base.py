@@ -20,6 +20,25 @@ from teachbot.errors import TeachbotError
 DEFAULT_STOP: tuple[str, ...] = (">>>",)
 """The console prompt: the LLM writes one statement, then the console takes over again."""
 
+SYSTEM_END = "\n#### end of system message ####\n"
+"""Marks where a prompt's static instructions end. Chat backends send the text before it as the system
+message and the text after it as the user message; completion backends send both parts joined by a
+blank line. The prompt digest is taken over the prompt as given, marker included."""
+
+
+def split_system(prompt: str) -> tuple[str, str]:
+    """``(system, user)`` of a prompt; ``system`` is '' when the prompt has no ``SYSTEM_END``."""
+    if SYSTEM_END not in prompt:
+        return "", prompt
+    system, user = prompt.split(SYSTEM_END, 1)
+    return system, user
+
+
+def plain_prompt(prompt: str) -> str:
+    """The prompt as one text for completion backends: system and user part joined by a blank line."""
+    system, user = split_system(prompt)
+    return f"{system}\n\n{user}" if system else user
+
 
 class LLMError(TeachbotError):
     """An LLM backend failed in a way its caller cannot fix by retrying; the message says what to check."""
@@ -39,8 +58,9 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     latency: float  # seconds, wall, including retries
-    finish_reason: str = ""
+    finish_reason: str = ""  # stop, length, early (a streamed reply closed once ``until`` held), ...
     attempts: int = 1
+    cached_tokens: int = 0  # prompt tokens the server reports as served from its prefix cache
 
 
 @runtime_checkable
@@ -50,6 +70,10 @@ class Model(Protocol):
     ``None`` for ``stop``, ``temperature`` or ``max_tokens`` means the backend's configured value; the
     configured stop is ``DEFAULT_STOP`` unless config/llm.yaml says otherwise (the improvement role
     writes whole transcripts, so it has none). ``stop=()`` asks for no stop string.
+
+    ``until``: a streaming backend calls it with the text so far and stops reading (closing the
+    stream) once it returns True; other backends may ignore it. ``timeout``: overall seconds for this
+    call, retries included, when shorter than the configured one (a caller with a deadline).
     """
 
     name: str
@@ -61,6 +85,8 @@ class Model(Protocol):
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        until: Callable[[str], bool] | None = None,
+        timeout: float | None = None,
     ) -> Completion: ...
 
 

@@ -97,6 +97,8 @@ class ScriptedModel(RecordingModel):
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        until: Callable[[str], bool] | None = None,
+        timeout: float | None = None,
     ) -> Completion:
         """Next scripted text for ``prompt``; ``temperature`` and ``max_tokens`` are ignored."""
         start = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,8 @@ class TransformersModel(RecordingModel):
         *,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        until: Callable[[str], bool] | None = None,
+        timeout: float | None = None,
     ) -> Completion:
         """Complete ``prompt`` locally; ``None`` arguments take the configured values."""
         import torch

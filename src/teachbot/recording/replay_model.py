@@ -67,7 +67,8 @@ class ReplayModel(RecordingModel):
         return self.served >= len(self.records)
 
     def generate(self, prompt: str, stop: Sequence[str] | None = None, *, temperature: float | None = None,
-                 max_tokens: int | None = None) -> Completion:
+                 max_tokens: int | None = None, until: Callable[[str], bool] | None = None,
+                 timeout: float | None = None) -> Completion:
         """The recorded answer to ``prompt``; an unknown prompt is a divergence (LLMError)."""
         start = time.monotonic()
         digest = prompt_digest(prompt)
