@@ -2,11 +2,16 @@
 
 Runs the improvement chain (teachbot.learning.improver) with the improvement LLM of config/llm.yaml
 and stores an accepted lesson through the memory node's memory/add service, with provenance.
+
+Each request has a deadline (its ``deadline``, wall clock; when zero, now + ``learning.deadline``). The
+chain stops at it, and a lesson is stored only while at least ``learning.store_margin`` seconds are left:
+a caller that gave up at its deadline never finds a lesson stored behind its back.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +24,7 @@ from teachbot_interfaces.srv import AddExample, Improve
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.registry import RobotApi
 from teachbot.console.transcript import Transcript
-from teachbot.learning.improver import Improver
+from teachbot.learning.improver import Improver, Lesson, deadline_message
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
@@ -39,6 +44,8 @@ class ImprovementNode(Node):
         cfg.update(overrides)
         refuse_duplicate(self)
         self.mode = str(cfg["mode"])
+        self.deadline = float(cfg.get("deadline", 120.0))  # seconds, for a request without a deadline
+        self.store_margin = float(cfg.get("store_margin", 2.0))
         llm = {k: str(self.get_parameter(k).value) for k in LLM_PARAMETERS}
         self.model = model or model_from_config(llm_settings(**llm), "improvement")
         # every LLM call of the chain, with its prompt digest, so a recorded session can be replayed
@@ -48,6 +55,7 @@ class ImprovementNode(Node):
             add(completion_publisher(self, publisher, "improvement"))
         self._improvers: dict[str, Improver] = {}
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="improve")
         self.memory = self.create_client(AddExample, "memory/add", callback_group=ReentrantCallbackGroup())
         self.create_service(Improve, "improvement/improve", self.on_improve, callback_group=MutuallyExclusiveCallbackGroup())
@@ -58,22 +66,38 @@ class ImprovementNode(Node):
             self._improvers[profile] = Improver(self.model, RobotApi.load(profile), self.mode)
         return self._improvers[profile]
 
+    def _monotonic_deadline(self, stamp: Any) -> tuple[float, float]:
+        """The request's deadline on time.monotonic() and the seconds it allowed from now."""
+        wall = stamp.sec + stamp.nanosec * 1e-9
+        seconds = self.deadline if wall <= 0 else wall - time.time()
+        return time.monotonic() + seconds, seconds
+
     async def on_improve(self, request: Improve.Request, response: Improve.Response) -> Improve.Response:
+        deadline, seconds = self._monotonic_deadline(request.deadline)
+        if seconds <= 0:
+            return self._refuse(response, deadline_message(seconds))
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory client's answer must be able to arrive on a single-threaded executor)
-        work = self._workers.submit(self._learn, request.profile or "tabletop", request.transcript)
+        profile = request.profile or "tabletop"
+        work = self._workers.submit(self._learn, profile, request.transcript, list(request.scene_objects), deadline)
         try:
             lesson = await wait_for_worker(self, work)
         except Exception as exc:  # noqa: BLE001 - an LLM outage is an answer, not a crash
-            response.stored, response.message = False, f"could not learn: {type(exc).__name__}: {exc}"
-            return response
+            return self._refuse(response, f"could not learn: {type(exc).__name__}: {exc}")
         response.problem, response.improvement, response.scope = lesson.problem, lesson.improvement, lesson.scope
         response.improved_transcript = lesson.transcript
+        for note in lesson.notes:
+            self.get_logger().info(f"episode {request.episode_id or '?'}: {note}")
         if not lesson.ok:
-            response.stored, response.message = False, lesson.reason
-            return response
+            return self._refuse(response, lesson.reason, "lesson discarded: ")
+        left = deadline - time.monotonic()
+        if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
+            message = deadline_message(seconds) if left <= 0 else (
+                f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
+                "the lesson); nothing was stored")
+            return self._refuse(response, message)
         example = InteractionExample(
-            profile=request.profile or "tabletop", source="learned", transcript=lesson.transcript,
+            profile=profile, source="learned", transcript=lesson.transcript,
             instructions=Transcript.parse(lesson.transcript).instructions(), problem=lesson.problem,
             improvement=lesson.improvement, scope=lesson.scope, episode_id=request.episode_id, author_model=self.model.name,
         )
@@ -84,15 +108,26 @@ class ImprovementNode(Node):
         response.example_id = stored.id if stored is not None else ""
         if response.stored:
             response.message = lesson.reason
+            self.get_logger().info(f"lesson stored as {response.example_id}: {lesson.reason}")
         else:
             response.message = "the lesson could not be stored: " + (stored.message if stored else "the memory node is not running")
+            self.get_logger().warning(response.message)
         return response
 
-    def _learn(self, profile: str, transcript: str) -> Any:
-        with self._lock:
-            return self._improver(profile).learn(transcript)
+    def _refuse(self, response: Improve.Response, message: str, log_prefix: str = "") -> Improve.Response:
+        """Answer stored=False with ``message``, logged as one info line."""
+        response.stored, response.message = False, message
+        self.get_logger().info(log_prefix + message)
+        return response
+
+    def _learn(self, profile: str, transcript: str, scene_objects: list[str], deadline: float) -> Lesson:
+        with self._lock:  # a request queued behind another keeps its own deadline running
+            return self._improver(profile).learn(
+                transcript, scene_objects=scene_objects, deadline=deadline, cancelled=self._closing.is_set
+            )
 
     def close(self) -> None:
+        self._closing.set()  # a running chain stops before its next LLM call
         self._workers.shutdown(wait=False, cancel_futures=True)
 
 
