@@ -4,25 +4,58 @@ Serves ``POST /v1/chat/completions`` and ``POST /v1/completions``. Each request 
 behaviour from a script (``server.script("429", "ok")``); with the script empty it answers "ok".
 Behaviours:
 
-- ``ok``: ``server.answer`` cut at the first of the request's ``stop`` strings, as a real server does
-- ``ignore_stop``: ``server.answer`` whole, as a server that ignores ``stop``
+- ``ok``: the answer cut at the first of the request's ``stop`` strings, as a real server does
+- ``ignore_stop``: the answer whole, as a server that ignores ``stop``
 - ``no_usage``: like ``ok`` without the ``usage`` object
 - ``empty``: an empty completion
 - ``429`` / ``500`` / ``401`` / ``404``: that status with an OpenAI-style error body
+- ``400``: HTTP 400 naming no parameter (a context-length error)
+- ``400_stop`` / ``400_temperature`` / ``400_max_tokens``: HTTP 400 in OpenAI's words when the request
+  carries ``stop`` / a temperature other than 1 / ``max_tokens``, else ``ok``
 - ``malformed``: status 200, content type JSON, a body that is not JSON
 - ``delay:<seconds>``: sleep, then answer ``ok`` (the client has usually given up by then)
+- ``stream_cut``: a streamed request gets half its chunks, then the connection drops without ``[DONE]``
+
+The answer is ``server.respond(body)`` when that hook is set, else the next of ``server.answers``,
+else ``server.answer``. ``server.refuse`` (e.g. ``{"stop", "temperature"}``) 400s every request that
+carries one of those parameters, as a reasoning model does. ``server.cached_prefix = True`` reports
+``usage.prompt_tokens_details.cached_tokens``: the common prefix (chars / 4) with the previous request.
+
+Streaming (``"stream": true``): Server-Sent Events in OpenAI's chunk format, one chunk per ~4
+characters (``pieces``), after ``first_token_delay`` seconds and ``token_delay`` seconds apart (a
+non-streamed answer waits as long in total), ``server.reasoning`` first as ``reasoning_content``
+deltas, a usage chunk at the end when ``stream_options.include_usage``. ``server.chunks_sent`` counts
+the chunks actually written: a client that closes the stream early shows as a broken pipe that stops it.
 
 Every request body is kept in ``server.requests`` (the temperatures a client sent, its stop strings).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+UNSUPPORTED = "Unsupported parameter: '{name}' is not supported with this model."
+MESSAGES = {
+    "stop": UNSUPPORTED.format(name="stop"),
+    "temperature": "Unsupported value: 'temperature' does not support {value} with this model. Only the default (1) value is supported.",
+    "max_tokens": UNSUPPORTED.format(name="max_tokens") + " Use 'max_completion_tokens' instead.",
+}
+CONTEXT_ERROR = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9001 tokens."
+REFUSE_ORDER = ("max_tokens", "stop", "temperature", "reasoning_effort", "stream_options", "stream")
+
+
+def pieces(text: str) -> list[str]:
+    """The stream chunks of ``text``: about four characters each, whitespace kept with the next word."""
+    return re.findall(r"\s*\S{1,4}|\s+", text)
 
 
 class FakeOpenAIServer:
@@ -31,8 +64,17 @@ class FakeOpenAIServer:
     def __init__(self, answer: str = " get_obj_names()\n>>> put_first_on_second('a', 'b')\n") -> None:
         self.answer = answer
         self.answers: deque[str] = deque()  # when not empty, each plain answer is taken from here in turn
+        self.respond: Callable[[dict[str, Any]], str] | None = None  # body -> answer, before answers/answer
+        self.reasoning = ""  # streamed (and reported) as reasoning before the answer, chat mode
+        self.refuse: set[str] = set()  # parameters every request is refused for (HTTP 400)
+        self.cached_prefix = False
+        self.served_model = ""  # the model name answered; '' = the requested one
+        self.first_token_delay = 0.0
+        self.token_delay = 0.0
+        self.chunks_sent = 0
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self._previous_prompt = ""
         self._script: deque[str] = deque()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -58,6 +100,23 @@ class FakeOpenAIServer:
             self.paths.append(path)
             return self._script.popleft() if self._script else "ok"
 
+    def next_answer(self, body: dict[str, Any]) -> str:
+        if self.respond is not None:
+            return self.respond(body)
+        with self._lock:
+            return self.answers.popleft() if self.answers else self.answer
+
+    def cached_tokens(self, prompt: str) -> int:
+        """Tokens (chars / 4) of the common prefix with the previous request's prompt; remembers this one."""
+        with self._lock:
+            previous, self._previous_prompt = self._previous_prompt, prompt
+        common = next((i for i, (a, b) in enumerate(zip(previous, prompt)) if a != b), min(len(previous), len(prompt)))
+        return common // 4
+
+    def count_chunk(self) -> None:
+        with self._lock:
+            self.chunks_sent += 1
+
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()
         return self
@@ -74,20 +133,74 @@ def _cut(text: str, stop: Any) -> tuple[str, str]:
     return (text[: min(hits)], "stop") if hits else (text, "length")
 
 
-def _body(kind: str, model: str, text: str, finish: str, usage: bool, prompt_chars: int) -> dict[str, Any]:
+def _prompt_text(kind: str, body: dict[str, Any]) -> str:
     if kind == "chat":
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        return "".join(f"<{m.get('role')}>{m.get('content') or ''}" for m in body.get("messages", []))
+    return str(body.get("prompt") or "")
+
+
+def _carries(body: dict[str, Any], name: str) -> bool:
+    """Whether a request carries ``name`` in a way a reasoning model refuses (temperature 1 is its default)."""
+    if name == "temperature":
+        return body.get("temperature") not in (None, 1, 1.0)
+    if name == "stream":
+        return bool(body.get("stream"))
+    return name in body
+
+
+def _refusal(name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's error body for a refused parameter."""
+    message = MESSAGES.get(name, UNSUPPORTED.format(name=name)).format(value=body.get("temperature"))
+    code = "unsupported_value" if name == "temperature" else "unsupported_parameter"
+    return {"error": {"message": message, "type": "invalid_request_error", "param": name, "code": code}}
+
+
+def _usage(prompt_chars: int, completion_tokens: int, cached: int | None, reasoning: int) -> dict[str, Any]:
+    prompt_tokens = max(1, prompt_chars // 4)
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                             "total_tokens": prompt_tokens + completion_tokens}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt_tokens)}
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
+
+
+def _body(kind: str, model: str, text: str, finish: str, usage: dict[str, Any] | None, reasoning: str = "") -> dict[str, Any]:
+    if kind == "chat":
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
         obj = "text_completion"
     body: dict[str, Any] = {"id": "cmpl-fake", "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
-    if usage:
-        prompt_tokens = max(1, prompt_chars // 4)
-        completion_tokens = len(text.split())
-        total = prompt_tokens + completion_tokens
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": total}
+    if usage is not None:
+        body["usage"] = usage
     return body
+
+
+def _chunk(kind: str, model: str, *, content: str | None = None, reasoning: str | None = None,
+           finish: str | None = None, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One streamed chunk in OpenAI's format (no choice at all when it carries the usage)."""
+    if kind == "chat":
+        delta: dict[str, Any] = {}
+        if content is not None:
+            delta["content"] = content
+        if reasoning is not None:
+            delta["reasoning_content"] = reasoning
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        obj = "chat.completion.chunk"
+    else:
+        choices = [{"index": 0, "text": content or "", "logprobs": None, "finish_reason": finish}]
+        obj = "text_completion"
+    chunk: dict[str, Any] = {"id": "cmpl-fake", "object": obj, "created": int(time.time()), "model": model,
+                             "choices": [] if usage is not None else choices}
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
 
 
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -96,6 +209,11 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
             pass
+
+        def handle(self) -> None:
+            # a client that hung up (timed out, closed its stream) while we waited for its next request
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                super().handle()
 
         def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
             try:
@@ -107,40 +225,93 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client timed out and hung up
 
+        def _error(self, status: int, error: dict[str, Any]) -> None:
+            self._send(status, json.dumps(error).encode())
+
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.split("?")[0]
             if path.endswith("/chat/completions"):
                 kind = "chat"
-                prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
             elif path.endswith("/completions"):
                 kind = "completions"
-                prompt_chars = len(body.get("prompt") or "")
             else:
-                self._send(404, json.dumps({"error": {"message": f"no route {path}"}}).encode())
+                self._error(404, {"error": {"message": f"no route {path}"}})
                 return
+            prompt = _prompt_text(kind, body)
+            prompt_chars = len(prompt) if kind == "completions" else sum(len(m.get("content") or "") for m in body.get("messages", []))
             behaviour = server.next_behaviour(body, path)
             if behaviour.startswith("delay:"):
                 time.sleep(float(behaviour.split(":", 1)[1]))
                 behaviour = "ok"
             if behaviour in ("429", "500", "401", "404"):
-                err = {"error": {"message": f"fake {behaviour}", "type": "fake", "code": behaviour}}
-                self._send(int(behaviour), json.dumps(err).encode())
+                self._error(int(behaviour), {"error": {"message": f"fake {behaviour}", "type": "fake", "code": behaviour}})
+                return
+            if behaviour == "400":
+                self._error(400, {"error": {"message": CONTEXT_ERROR, "type": "invalid_request_error", "param": "messages",
+                                            "code": "context_length_exceeded"}})
+                return
+            refused = server.refuse | ({behaviour[4:]} if behaviour.startswith("400_") else set())
+            name = next((n for n in (*REFUSE_ORDER, *sorted(refused)) if n in refused and _carries(body, n)), None)
+            if name is not None:
+                self._error(400, _refusal(name, body))
                 return
             if behaviour == "malformed":
                 self._send(200, b"{this is not json")
                 return
-            model = body.get("model", "fake-model")
+            model = server.served_model or body.get("model", "fake-model")
+            reasoning = server.reasoning if kind == "chat" else ""
             if behaviour == "empty":
                 text, finish = "", "stop"
             elif behaviour == "ignore_stop":
-                text, finish = server.answer, "length"
+                text, finish = server.next_answer(body), "length"
             else:
-                with server._lock:
-                    answer = server.answers.popleft() if server.answers else server.answer
-                text, finish = _cut(answer, body.get("stop"))
-            payload = _body(kind, model, text, finish, behaviour != "no_usage", prompt_chars)
-            self._send(200, json.dumps(payload).encode())
+                text, finish = _cut(server.next_answer(body), body.get("stop"))
+            cached = server.cached_tokens(prompt) if server.cached_prefix else None
+            if body.get("stream"):
+                self._stream(kind, model, text, finish, reasoning, body, prompt_chars, cached, cut=behaviour == "stream_cut")
+                return
+            time.sleep(server.first_token_delay + server.token_delay * len(pieces(reasoning + text)))
+            usage = None
+            if behaviour != "no_usage":
+                completion_tokens = len(text.split()) + len(pieces(reasoning))
+                usage = _usage(prompt_chars, completion_tokens, cached, len(pieces(reasoning)))
+            self._send(200, json.dumps(_body(kind, model, text, finish, usage, reasoning)).encode())
+
+        def _stream(self, kind: str, model: str, text: str, finish: str, reasoning: str, body: dict[str, Any],
+                    prompt_chars: int, cached: int | None, *, cut: bool) -> None:
+            thoughts, words = pieces(reasoning), pieces(text)
+            events = [_chunk(kind, model, content="")] if kind == "chat" else []
+            events += [_chunk(kind, model, reasoning=p) for p in thoughts] + [_chunk(kind, model, content=p) for p in words]
+            events.append(_chunk(kind, model, content="" if kind == "completions" else None, finish=finish))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                events.append(_chunk(kind, model, usage=_usage(prompt_chars, len(thoughts) + len(words), cached, len(thoughts))))
+            if cut:
+                events = events[: max(1, len(events) // 2)]
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                time.sleep(server.first_token_delay)
+                for i, event in enumerate(events):
+                    if i and server.token_delay:
+                        time.sleep(server.token_delay)
+                    self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+                    server.count_chunk()
+                if cut:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)  # no [DONE], no final empty chunk
+                    return
+                self._write_chunk(b"data: [DONE]\n\n")
+                self._write_chunk(b"")
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client closed the stream: stop generating, as a server does
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
     return Handler

@@ -2,7 +2,7 @@
 
 The file holds ``llm.defaults`` (every key, documented in the YAML) and ``llm.roles.<role>``, whose
 keys override the defaults for that role, backend included. Unknown keys are errors, so a typo does
-not silently fall back to a default.
+not silently fall back to a default; keys of another backend are ignored (the defaults hold them all).
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ _KEY_TYPES: dict[str, type | tuple[type, ...]] = {
     "max_tokens": int,
     "max_tokens_param": str,
     "stop": list,
+    "stop_supported": bool,
+    "max_stop": int,
+    "temperature_supported": bool,
+    "reasoning_effort": str,
+    "reasoning_budget": int,
+    "stream": bool,
     "timeout": _NUMBER,
     "retries": int,
     "backoff_base": _NUMBER,
@@ -49,7 +55,8 @@ _COMMON = ("temperature", "max_tokens", "stop", "history_size")
 _BACKEND_KEYS: dict[str, tuple[str, ...]] = {
     "openai": _COMMON
     + ("mode", "model", "base_url", "api_key", "api_key_env", "max_tokens_param", "timeout", "retries", "backoff_base", "backoff_max")
-    + ("empty_retries", "empty_temperature_step", "system_split"),
+    + ("empty_retries", "empty_temperature_step", "system_split")
+    + ("stop_supported", "max_stop", "temperature_supported", "reasoning_effort", "reasoning_budget", "stream"),
     "transformers": _COMMON + ("model_path", "device", "dtype"),
     "scripted": ("stop", "history_size", "completions", "replay"),
 }
