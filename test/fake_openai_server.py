@@ -21,9 +21,9 @@ else ``server.answer``. ``server.refuse`` (e.g. ``{"stop", "temperature"}``) 400
 carries one of those parameters, as a reasoning model does. ``server.cached_prefix = True`` reports
 ``usage.prompt_tokens_details.cached_tokens``: the common prefix (chars / 4) with the previous request.
 
-Streaming (``"stream": true``): Server-Sent Events in OpenAI's chunk format, one chunk per ~4
-characters (``pieces``), after ``first_token_delay`` seconds and ``token_delay`` seconds apart (a
-non-streamed answer waits as long in total), ``server.reasoning`` first as ``reasoning_content``
+Usage counts a token per ~4 characters (``pieces``), streamed or not. Streaming (``"stream": true``):
+Server-Sent Events in OpenAI's chunk format, one chunk per piece, after ``first_token_delay`` seconds
+and ``token_delay`` seconds apart (a non-streamed answer waits as long in total), ``server.reasoning`` first as ``reasoning_content``
 deltas, a usage chunk at the end when ``stream_options.include_usage``. ``server.chunks_sent`` counts
 the chunks actually written: a client that closes the stream early shows as a broken pipe that stops it.
 
@@ -275,7 +275,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             time.sleep(server.first_token_delay + server.token_delay * len(pieces(reasoning + text)))
             usage = None
             if behaviour != "no_usage":
-                completion_tokens = len(text.split()) + len(pieces(reasoning))
+                completion_tokens = len(pieces(text)) + len(pieces(reasoning))
                 usage = _usage(prompt_chars, completion_tokens, cached, len(pieces(reasoning)))
             self._send(200, json.dumps(_body(kind, model, text, finish, usage, reasoning)).encode())
 

@@ -65,7 +65,7 @@ def test_stop_usage_digest_and_history(server, mode):
     assert c.text == " get_obj_names()\n"
     assert ">>>" not in c.text and c.finish_reason == "stop"
     assert c.prompt_digest == hashlib.sha256(PROMPT.encode()).hexdigest()
-    assert (c.prompt_tokens, c.completion_tokens) == (len(PROMPT) // 4, 1)  # the server's usage, not an estimate
+    assert (c.prompt_tokens, c.completion_tokens) == (len(PROMPT) // 4, 5)  # the server's usage: " get" "_obj" "_nam" "es()" "\n"
     assert c.attempts == 1 and c.latency > 0 and c.model == "fake-model"
     assert server.requests[0]["stop"] == [">>>"]
     assert server.paths == ["/v1/chat/completions" if mode == "chat" else "/v1/completions"]
@@ -337,7 +337,7 @@ def test_cached_and_reasoning_tokens_are_read(server):
     assert second.cached_tokens == (len("<system>" + SYSTEM + "<user>" + PROMPT)) // 4 and second.cached_tokens <= second.prompt_tokens
     server.reasoning = "The user wants the object names, so I call get_obj_names."
     third = model.generate(PROMPT)
-    assert third.completion_tokens == 1 + len(pieces(server.reasoning))  # reasoning tokens are billed output
+    assert third.completion_tokens == len(pieces(third.text)) + len(pieces(server.reasoning))  # reasoning tokens are billed output
 
 
 # ------------------------------------------------------------------ streaming
@@ -386,6 +386,17 @@ def test_until_closes_the_stream_early(server):
     sent = server.chunks_sent
     time.sleep(0.1)
     assert server.chunks_sent == sent < total // 3  # it stopped generating
+
+
+def test_an_error_in_until_is_the_callers_not_the_endpoints(server):
+    model, _ = make(server, "chat", stream=True)
+
+    def broken(text: str) -> bool:
+        raise ValueError("bug in the caller")
+
+    with pytest.raises(ValueError, match="bug in the caller"):
+        model.generate(PROMPT, until=broken)
+    assert len(server.requests) == 1
 
 
 def test_reasoning_chunks_count_as_generated_tokens(server):

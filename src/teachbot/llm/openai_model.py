@@ -173,6 +173,7 @@ class OpenAIModel(RecordingModel):
 
     @property
     def max_tokens_param(self) -> str:
+        """The chat-mode name of the token limit sent now (configured, or learned from a 400)."""
         return self.effective_capabilities.max_tokens_param
 
     def generate(
@@ -299,10 +300,6 @@ class OpenAIModel(RecordingModel):
                 response = client.completions.create(prompt=plain_prompt(prompt), **params)
             else:
                 response = client.chat.completions.create(messages=self.messages(prompt), **params)
-            if params.get("stream"):
-                return self._read_stream(response, stop, until, deadline)
-            text, finish = self._extract(response)
-            return _Reply(text, finish, getattr(response, "model", None) or "", getattr(response, "usage", None))
         except openai.APITimeoutError:
             raise _Retryable(f"timed out after {wait:.3g} s") from None
         except openai.APIConnectionError as exc:
@@ -319,6 +316,10 @@ class OpenAIModel(RecordingModel):
                 f"LLM endpoint {self.base_url} returned malformed JSON ({type(exc).__name__}); check that it speaks the OpenAI API",
                 attempts=1,
             ) from None
+        if params.get("stream"):  # read outside the handlers above: ``until`` is the caller's code
+            return self._read_stream(response, stop, until, deadline)
+        text, finish = self._extract(response)
+        return _Reply(text, finish, getattr(response, "model", None) or "", getattr(response, "usage", None))
 
     def _learn(self, exc: openai.APIStatusError, params: dict[str, Any], caps: Capabilities) -> None:
         """Raise ``_Learned`` when the 400 names a parameter we sent and can do without; log it once."""
@@ -336,40 +337,47 @@ class OpenAIModel(RecordingModel):
     def _read_stream(self, stream: Any, stop: tuple[str, ...], until: Callable[[str], bool] | None, deadline: float | None) -> _Reply:
         """Accumulate a streamed reply; close the stream at a stop string, once ``until`` holds, or at the deadline."""
         text, finish, model, usage, chunks = "", "", "", None, 0
-        try:
-            with stream:  # closing it on leaving hangs up: the server stops generating
-                for chunk in stream:
-                    model = getattr(chunk, "model", None) or model
-                    usage = getattr(chunk, "usage", None) or usage
-                    choices = getattr(chunk, "choices", None) or []
-                    if not choices:
-                        continue
-                    piece, thought = self._delta(choices[0])
-                    chunks += bool(piece or thought)
-                    finish = getattr(choices[0], "finish_reason", None) or finish
-                    if piece:
-                        text, cut = trim_at_stop(text + piece, stop)
-                        if cut:
-                            finish = "stop"
-                            break
-                        if until is not None and until(text):
-                            finish = "early"
-                            break
-                    if deadline is not None and not finish and time.monotonic() >= deadline:
-                        if not text.strip():
-                            raise _Retryable("the deadline passed while the reply streamed")
-                        finish = "deadline"
+        with stream:  # closing it on leaving hangs up: the server stops generating
+            chunk_iter = iter(stream)
+            while True:
+                try:
+                    chunk = next(chunk_iter)
+                except StopIteration:
+                    break
+                except openai.APIError as exc:  # connection dropped, read timeout, or an error event mid-stream
+                    reason = "timed out" if isinstance(exc, openai.APITimeoutError) else f"stream cut ({exc.__cause__ or exc})"
+                    if not text.strip():
+                        raise _Retryable(f"{reason} after {chunks} chunks") from None
+                    return _Reply(text, "interrupted", model, usage, chunks)
+                except ValueError as exc:
+                    raise LLMError(f"LLM endpoint {self.base_url} streamed malformed JSON ({type(exc).__name__}); "
+                                   "check that it speaks the OpenAI API, or set 'stream: false'", attempts=1) from None
+                model = getattr(chunk, "model", None) or model
+                usage = getattr(chunk, "usage", None) or usage
+                choices = getattr(chunk, "choices", None) or []
+                if not choices:
+                    continue
+                piece, thought = self._delta(choices[0])
+                chunks += bool(piece or thought)
+                finish = getattr(choices[0], "finish_reason", None) or finish
+                if piece:
+                    text, cut = trim_at_stop(text + piece, stop)
+                    if cut:
+                        finish = "stop"
                         break
-        except openai.APIError as exc:  # connection dropped, read timeout, or an error event mid-stream
-            reason = "timed out" if isinstance(exc, openai.APITimeoutError) else f"stream cut ({exc.__cause__ or exc})"
-            if not text.strip():
-                raise _Retryable(f"{reason} after {chunks} chunks") from None
-            return _Reply(text, "interrupted", model, usage, chunks)
+                    if until is not None and until(text):
+                        finish = "early"
+                        break
+                if deadline is not None and not finish and time.monotonic() >= deadline:
+                    if not text.strip():
+                        raise _Retryable("the deadline passed while the reply streamed")
+                    finish = "deadline"
+                    break
         if not finish:  # ended without a finish reason: the server broke off
             if not text.strip():
                 raise _Retryable(f"stream ended without a finish reason after {chunks} chunks")
             finish = "interrupted"
-        return _Reply(text, finish, model or "", usage, chunks)
+        return _Reply(text, finish, model, usage, chunks)
 
     def _delta(self, choice: Any) -> tuple[str, str]:
         """(text, reasoning) of one streamed choice; reasoning (vLLM, DeepSeek, Ollama) is counted, not kept."""
