@@ -1,8 +1,8 @@
-"""Splitting an LLM completion into the statement to run and the invented output to discard.
+"""The console's one-line ``SyntaxError`` for text that is not Python, and the old completion splitter.
 
-The prompt ends with ``>>> ``; the model writes a statement (continued by ``...`` lines) and often
-goes on to predict the console's answer. Only the statement is kept: the console computes the real
-output itself.
+LLM replies are read by ``teachbot.console.reply.read_reply``, which copes with fences, prose,
+``<think>`` blocks and invented output. ``split_completion`` (first line plus ``...`` lines, the
+rest discarded) stays only until ``teachbot.console.session`` moves to ``read_reply``.
 """
 
 from __future__ import annotations
