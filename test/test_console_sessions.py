@@ -58,8 +58,7 @@ def test_correct_session(console, client):
     dialog.put_user("put the red block in the blue bowl")
     dialog.close()
     session, model = make([
-        "wait_for_trigger()\n{'type': 'dialog', 'text': 'invented'}",
-        "get_obj_names()",
+        "get_obj_names()\n['invented block']",
         "put_first_on_second('red block', 'blue bowl')\n'success'\n>>> say('done')",
         "wait_for_trigger()",
     ])
@@ -74,7 +73,7 @@ def test_correct_session(console, client):
     ]
     assert "invented" not in session.transcript.render()
     assert truth(client)["red block"].supported_by == "blue bowl"
-    assert model.prompts[2].endswith("'blue bowl', 'green block', 'red block', 'yellow bowl']\n>>> ")
+    assert model.prompts[1].endswith("'blue bowl', 'green block', 'red block', 'yellow bowl']\n>>> ")
 
 
 def test_wrong_object_name_corrected_after_the_hint(console, client):
@@ -82,7 +81,6 @@ def test_wrong_object_name_corrected_after_the_hint(console, client):
     dialog.put_user("put the green block in the yellow bowl")
     dialog.close()
     session, _ = make([
-        "wait_for_trigger()",
         "put_first_on_second('green cube', 'yellow bowl')",
         "put_first_on_second('green block', 'yellow bowl')",
         "wait_for_trigger()",
@@ -96,13 +94,14 @@ def test_wrong_object_name_corrected_after_the_hint(console, client):
 
 def test_multi_line_for_loop(console, client):
     make, dialog = console
+    dialog.put_user("put both blocks in the blue bowl")
     dialog.close()
     session, _ = make([
         "for name in ['red block', 'green block']:\n...     put_first_on_second(name, 'blue bowl')\n... \n",
         "wait_for_trigger()",
     ])
     session.run()
-    assert session.transcript.render().splitlines()[:2] == [
+    assert session.transcript.render().splitlines()[2:4] == [
         ">>> for name in ['red block', 'green block']:",
         "...     put_first_on_second(name, 'blue bowl')",
     ]
@@ -114,6 +113,7 @@ def test_multi_line_for_loop(console, client):
 
 def test_undefined_helper_is_generated_and_used(console, client):
     make, dialog = console
+    dialog.put_user("put all blocks in the yellow bowl")
     dialog.close()
     session, _ = make(
         ["put_blocks_in('yellow bowl')", "wait_for_trigger()"],
@@ -125,9 +125,10 @@ def test_undefined_helper_is_generated_and_used(console, client):
     )
     session.run()
     code = session.transcript.code()
-    assert code[0].startswith("def block_names():")
-    assert code[1].startswith("def put_blocks_in(bowl):")
-    assert code[2] == "put_blocks_in('yellow bowl')"
+    assert code[0] == "wait_for_trigger()"
+    assert code[1].startswith("def block_names():")
+    assert code[2].startswith("def put_blocks_in(bowl):")
+    assert code[3] == "put_blocks_in('yellow bowl')"
     world = truth(client)
     transcript = session.transcript.render()
     assert world["red block"].supported_by in ("yellow bowl", "green block"), transcript
@@ -136,6 +137,7 @@ def test_undefined_helper_is_generated_and_used(console, client):
 
 def test_prose_instead_of_code(console, client):
     make, dialog = console
+    dialog.put_user("put the red block in the blue bowl")
     dialog.close()
     session, _ = make([
         "Sure! I will put the red block into the blue bowl now.",
@@ -144,12 +146,13 @@ def test_prose_instead_of_code(console, client):
     ])
     session.run()
     lines = session.transcript.render().splitlines()
-    assert lines[1].startswith("SyntaxError:") and "prose goes in say(" in lines[1]
+    assert lines[3].startswith("SyntaxError:") and "prose goes in say(" in lines[3]
     assert truth(client)["red block"].supported_by == "blue bowl"
 
 
 def test_a_looping_model_is_stopped(console, client):
-    make, _ = console
+    make, dialog = console
+    dialog.put_user("what is on the table?")
     session, _ = make(["get_obj_names()"] * 10, loop_repeats=3)
     reason = session.run()
     assert reason.startswith("the model repeated 'get_obj_names()' 3 times")
@@ -157,6 +160,7 @@ def test_a_looping_model_is_stopped(console, client):
 
 
 def test_repeated_errors_give_up(console, client):
-    make, _ = console
+    make, dialog = console
+    dialog.put_user("clean up")
     session, _ = make(["pick_up_everything_now(("] * 5, max_consecutive_errors=3)
     assert session.run() == "gave up after 3 SyntaxError errors in a row"

@@ -3,6 +3,7 @@ topic, every completion (with its prompt digest) on the completion topic, robot 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -11,6 +12,8 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, TranscriptUpdate
 
+from teachbot.console.prompt import CURRENT_HEADER
+from teachbot.console.transcript import utterance_text
 from teachbot.llm.base import prompt_digest
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.nodes.common import COMMAND_QOS
@@ -30,7 +33,6 @@ def test_a_person_drives_the_robot_through_the_topics(client, ros_context):
     client.reset(scene_yaml="objects:\n  - {category: block, color: red, position: [-0.1, -0.45]}\n"
                             "  - {category: bowl, color: blue, position: [0.1, -0.35]}\n")
     model = ScriptedModel([
-        "wait_for_trigger()",
         "say('I will put the red block in the blue bowl.')",
         "put_first_on_second('red block', 'blue bowl')",
         "learn_from_interaction()",
@@ -50,9 +52,10 @@ def test_a_person_drives_the_robot_through_the_topics(client, ros_context):
     thread.start()
     try:
         wait_until(lambda: person.count_subscribers("dialog/user") > 0, what="the node's dialog subscription")
-        wait_until(lambda: model.served >= 1, what="the first completion")
+        wait_until(lambda: lines == [">>> wait_for_trigger()"], what="the console's own wait_for_trigger()")
+        assert model.served == 0  # no LLM call before the person speaks
         speak.publish(DialogTurn(speaker="user", type="dialog", text="put the red block in the blue bowl"))
-        wait_until(lambda: model.served >= 5, what="the scripted statements")
+        wait_until(lambda: model.served >= 4, what="the scripted statements")
         wait_until(lambda: any("learn_from_interaction() is not available" in line for line in lines), what="transcript")
         assert heard == ["I will put the red block in the blue bowl."]
         assert lines[:6] == [
@@ -66,8 +69,9 @@ def test_a_person_drives_the_robot_through_the_topics(client, ros_context):
         assert lines[6].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node")
         wait_until(lambda: len(completions) >= 4, what="completion messages")
         first = completions[0]
-        assert first.role == "interaction" and first.completion == "wait_for_trigger()"
+        assert first.role == "interaction" and first.completion == "say('I will put the red block in the blue bowl.')"
         assert first.prompt_digest == prompt_digest(first.prompt) == prompt_digest(model.prompts[0])
+        assert first.cost_usd == 0.0 and first.prompt_tokens > 0
         world = {o.name: o for o in client.world_state().objects}
         assert world["red block"].supported_by == "blue bowl"
     finally:
@@ -78,8 +82,26 @@ def test_a_person_drives_the_robot_through_the_topics(client, ros_context):
         person.destroy_node()
 
 
-def test_the_console_runs_on_an_openai_compatible_endpoint(client, ros_context):
-    """The same node with the real openai client against a fake OpenAI-compatible server on loopback."""
+def chat_style_reply(body: dict) -> str:
+    """A chat model's answer that depends on the prompt: it reads the person's request and the console's last
+    output from the user message and answers as chat models do (a sentence, a fence, a think block)."""
+    messages = body["messages"]
+    assert messages[0]["role"] == "system" and "robot API is already imported" in messages[0]["content"]
+    current = messages[-1]["content"].split(CURRENT_HEADER)[-1].strip().splitlines()
+    request = [utterance_text(line) for line in current if line.startswith("{'type': 'dialog'")][-1]
+    match = re.search(r"(\w+ block) in the (\w+ bowl)", request)
+    last = current[-2] if len(current) >= 2 else ""
+    if last.startswith("{'type': 'dialog'") and match:
+        return (f"Sure! I'll put the {match[1]} in the {match[2]}.\n```python\nput_first_on_second('{match[1]}', "
+                f"'{match[2]}')\n```\nThis picks the block up and places it in the bowl.")
+    if last == "'success'":
+        return f"```python\nsay('The {match[1]} is in the {match[2]}.')\n```"
+    return "<think>\nThe task is done, so I wait for the next request.\n</think>\n\n```python\nwait_for_trigger()\n```"
+
+
+def test_a_chat_style_endpoint_finishes_a_task_from_the_persons_words(client, ros_context):
+    """The node with the real openai client, streaming, against a fake chat model on loopback that fences its
+    code, writes prose around it and thinks first: nothing is asked before the person speaks, then the task is done."""
     from fake_openai_server import FakeOpenAIServer
 
     from teachbot.llm.factory import model_from_config
@@ -87,29 +109,64 @@ def test_the_console_runs_on_an_openai_compatible_endpoint(client, ros_context):
     client.reset(scene_yaml="objects:\n  - {category: block, color: green, position: [0.12, -0.6]}\n"
                             "  - {category: bowl, color: yellow, position: [-0.12, -0.62]}\n")
     with FakeOpenAIServer() as server:
-        # each answer runs on past the statement, as models do; stop='>>>' and the console cut it
-        server.answers.extend([
-            " wait_for_trigger()\n{'type': 'dialog', 'text': 'x'}\n>>> get_obj_names()",
-            " put_first_on_second('green block', 'yellow bowl')\n'success'\n>>> wait_for_trigger()",
-            " wait_for_trigger()",
-        ])
-        raw = {"llm": {"defaults": {"backend": "openai", "base_url": server.base_url, "model": "fake", "retries": 0}}}
+        server.respond = chat_style_reply
+        raw = {"llm": {"defaults": {"backend": "openai", "base_url": server.base_url, "model": "fake", "retries": 0},
+                       "roles": {"interaction": {"stream": True}}}}
         node = InteractionManagerNode(interaction_model=model_from_config(raw, "interaction"),
                                       function_model=ScriptedModel([]), dialog_timeout=30.0)
+        heard = []
+        node.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append(m.text), COMMAND_QOS)
         speak = node.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         thread = threading.Thread(target=executor.spin, daemon=True)
         thread.start()
         try:
-            wait_until(lambda: len(server.requests) >= 1, what="the first request")
+            time.sleep(1.5)  # the console's own wait times out and waits again, several times
+            assert server.requests == []
             speak.publish(DialogTurn(speaker="user", type="dialog", text="put the green block in the yellow bowl"))
-            wait_until(lambda: len(server.requests) >= 3, what="three completions")
+            wait_until(lambda: heard, what="the robot's report")
             session = node.session
-            wait_until(lambda: "'success'" in session.transcript.render(), what="the skill result")
-            assert session.transcript.code()[:2] == ["wait_for_trigger()", "put_first_on_second('green block', 'yellow bowl')"]
-            assert all(r.get("stop") == [">>>"] for r in server.requests)
+            wait_until(lambda: len(session.transcript.code()) >= 4, what="three statements of the model")
+            assert session.transcript.code()[:4] == [
+                "wait_for_trigger()", "put_first_on_second('green block', 'yellow bowl')",
+                "say('The green block is in the yellow bowl.')", "wait_for_trigger()"]
+            assert heard == ["The green block is in the yellow bowl."]
+            assert all(r.get("stream") for r in server.requests)
             assert {o.name: o for o in client.world_state().objects}["green block"].supported_by == "yellow bowl"
+        finally:
+            node.close()
+            executor.shutdown(timeout_sec=2.0)
+            thread.join(timeout=2.0)
+            node.destroy_node()
+
+
+def test_an_endpoint_that_is_down_is_reported_once_and_not_called_again(ros_context):
+    from fake_openai_server import FakeOpenAIServer
+
+    from teachbot.llm.factory import model_from_config
+
+    with FakeOpenAIServer() as server:
+        server.script(*["500"] * 50)
+        raw = {"llm": {"defaults": {"backend": "openai", "base_url": server.base_url, "model": "fake", "retries": 1,
+                                    "backoff_base": 0.05, "backoff_max": 0.1}}}
+        node = InteractionManagerNode(interaction_model=model_from_config(raw, "interaction"), namespace="/down",
+                                      function_model=ScriptedModel([]), dialog_timeout=0.3, objects_topic="/down/objects")
+        heard = []
+        node.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append(m.text), COMMAND_QOS)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        thread = threading.Thread(target=executor.spin, daemon=True)
+        thread.start()
+        try:
+            time.sleep(1.0)
+            assert server.requests == []
+            node.dialog.put_user("put the red block in the blue bowl")
+            wait_until(lambda: heard, what="the robot's message")
+            time.sleep(2.0)  # nobody talks: the console waits and the endpoint is left alone
+            assert len(server.requests) == 2  # one call and its one retry, nothing after
+            assert len(heard) == 1 and heard[0].startswith("I cannot reach my language model")
+            assert "HTTP 500" in heard[0]
         finally:
             node.close()
             executor.shutdown(timeout_sec=2.0)
@@ -119,24 +176,27 @@ def test_the_console_runs_on_an_openai_compatible_endpoint(client, ros_context):
 
 def test_robot_functions_fail_at_once_when_their_nodes_are_missing(ros_context):
     """No skills node and no object list in this namespace: clear errors in the transcript, no hang."""
-    model = ScriptedModel(["get_obj_names()", "put_first_on_second('red block', 'blue bowl')", "learn_from_interaction()"])
+    model = ScriptedModel(["get_obj_names()", "put_first_on_second('red block', 'blue bowl')", "learn_from_interaction()",
+                           "wait_for_trigger()"])
     node = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), namespace="/lonely",
                                   objects_topic="/lonely/objects")
+    node.dialog.put_user("put the red block in the blue bowl")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     started = time.monotonic()
     try:
-        wait_until(lambda: model.served >= 3 and node.session is not None and len(node.session.transcript) >= 6,
-                   what="three statements")
-        lines = node.session.transcript.render().splitlines()
+        wait_until(lambda: node.session is not None, what="the first episode")
+        session = node.session
+        wait_until(lambda: model.served >= 3 and len(session.transcript) >= 8, what="three statements")
+        lines = session.transcript.render().splitlines()
     finally:
         node.close()
         executor.shutdown(timeout_sec=2.0)
         thread.join(timeout=2.0)
         node.destroy_node()
     assert time.monotonic() - started < 15
-    assert lines[1] == "NotAvailableError: no object list has arrived on /lonely/objects; start the perception (or sim) node"
-    assert lines[3].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
-    assert lines[5].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node is not running")
+    assert lines[3] == "NotAvailableError: no object list has arrived on /lonely/objects; start the perception (or sim) node"
+    assert lines[5].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
+    assert lines[7].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node is not running")

@@ -197,7 +197,7 @@ def node_set(
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
         params["improvement"] = dict(llm)
-        params["interaction_manager"] = dict(llm)
+        params["interaction_manager"] = {**llm, **_pick(args, memory="memory")}  # its local fallback reads this store
     if args["record"]:
         params["recorder"] = {"output": str(args["record"])}
     if mode == "replay":

@@ -1,20 +1,25 @@
 """Prompt construction: base prompt with the generated import block, retrieved examples, transcript.
 
-The static part comes first so that providers' prefix caching applies: base prompt (fixed per
-profile), then the examples (fixed while the instructions do not change), then the current
-transcript, ending with ``>>> ``.
+The static part comes first so that providers' prefix caching applies: base prompt (role, rules and
+the robot API; byte-identical for a profile, sent as the system message by chat backends, see
+``SYSTEM_END``), then the examples (fixed while the instructions do not change), then the current
+transcript, ending with ``>>> ``. Each step's prompt therefore starts with the previous step's prompt
+until the person says something new. With a ``TokenBudget`` the prompt is trimmed to fit the model's
+context (teachbot.console.budget).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from teachbot.console.budget import KEEP_CHARS, SHORTENED, PromptTooLong, TokenBudget, TrimReport
 from teachbot.console.registry import RobotApi
-from teachbot.console.transcript import PROMPT, Transcript
+from teachbot.console.transcript import PROMPT, Entry, Transcript, person_outputs
 from teachbot.errors import ConfigError
+from teachbot.llm.base import SYSTEM_END
 from teachbot.paths import share_dir
 
 EXAMPLE_HEADER = "# Example interaction"
@@ -68,19 +73,57 @@ class PromptBuilder:
     base_template: str
     examples: ExampleSource | None = None
     k: int = 16
+    budget: TokenBudget | None = None
+    last_trim: TrimReport = field(default_factory=TrimReport)  # what the newest build() trimmed
 
     @classmethod
-    def for_profile(cls, api: RobotApi, examples: ExampleSource | None = None, k: int = 16) -> PromptBuilder:
-        return cls(api, load_prompt(f"console_{api.profile}.txt"), examples, k)
+    def for_profile(
+        cls, api: RobotApi, examples: ExampleSource | None = None, k: int = 16, budget: TokenBudget | None = None
+    ) -> PromptBuilder:
+        return cls(api, load_prompt(f"console_{api.profile}.txt"), examples, k, budget)
 
     def base(self) -> str:
+        """The static part: role, rules and the robot API (the chat backends' system message)."""
         return self.base_template.replace("{api}", self.api.import_block()).rstrip() + "\n"
 
     def build(self, transcript: Transcript) -> str:
-        parts = [self.base()]
+        """The prompt for the next statement, trimmed to the budget (raises PromptTooLong if it cannot fit)."""
+        examples: list[str] = []
         if self.examples is not None and self.k > 0:
-            for text in self.examples.examples(self.api.profile, transcript.instructions(), self.k):
-                parts.append(f"\n{EXAMPLE_HEADER}\n{text.rstrip()}\n")
+            examples = self.examples.examples(self.api.profile, transcript.instructions(), self.k)
+        entries = list(transcript.entries)
+        prompt = self._render(examples, entries)
+        self.last_trim = TrimReport()
+        if self.budget is None or self.budget.fits(prompt):
+            return prompt
+        report = TrimReport(tokens_before=self.budget.estimate(prompt))
+        while examples and not self.budget.fits(prompt):  # least similar first: they come first
+            examples = examples[1:]
+            report.dropped_examples += 1
+            prompt = self._render(examples, entries)
+        protected = person_outputs(entries)
+        last_output = max((i for i, e in enumerate(entries) if e.kind == "output"), default=-1)
+        for index, entry in enumerate(entries):  # then the oldest outputs, never the person's words
+            if self.budget.fits(prompt):
+                break
+            if entry.kind != "output" or index in protected or index == last_output or len(entry.text) <= KEEP_CHARS:
+                continue
+            entries[index] = Entry("output", entry.text[:KEEP_CHARS].split("\n")[0] + SHORTENED)
+            report.shortened_outputs += 1
+            prompt = self._render(examples, entries)
+        report.tokens_after = self.budget.estimate(prompt)
+        self.last_trim = report
+        if not self.budget.fits(prompt):
+            raise PromptTooLong(
+                f"the prompt needs ~{report.tokens_after} tokens even without examples and with old outputs shortened, "
+                f"but the model's context leaves {self.budget.limit}; raise llm context_tokens in config/interaction.yaml "
+                "or start a new conversation"
+            )
+        return prompt
+
+    def _render(self, examples: list[str], entries: list[Entry]) -> str:
+        parts = [self.base(), SYSTEM_END]
+        parts += [f"\n{EXAMPLE_HEADER}\n{text.rstrip()}\n" for text in examples]
         parts.append(f"\n{CURRENT_HEADER}\n")
-        rendered = transcript.render()
+        rendered = Transcript(entries).render()
         return "".join(parts) + (rendered + "\n" if rendered else "") + PROMPT

@@ -1,9 +1,16 @@
 """The interaction loop: prompt the LLM, run its statement in the sandbox, write the real output.
 
+An episode begins with the console itself running ``wait_for_trigger()`` (``begin``): no LLM call
+happens before a person has spoken. The LLM's reply is read tolerantly (teachbot.console.reply:
+fences, prose, reasoning preambles, echoed prompts, invented output); its first statement runs (all
+of them, in order, with ``run_all_statements``). With a streaming backend the reply is closed as soon
+as the first statement is complete.
+
 Stops after ``max_rounds`` statements, after ``max_consecutive_errors`` errors of one kind in a row,
-when the model repeats one statement ``loop_repeats`` times in a row with the same result, or when
-the dialog ends. Undefined functions are written by the function-generating LLM first and inserted
-into the transcript before the statement that calls them.
+when the model repeats one statement ``loop_repeats`` times in a row with the same result, when a
+``wait_for_trigger()`` the model wrote finds nobody there, or when the dialog ends. Undefined
+functions are written by the function-generating LLM first and inserted into the transcript before
+the statement that calls them.
 """
 
 from __future__ import annotations
@@ -15,13 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.console._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
-from teachbot.console.completion import split_completion, syntax_error
+from teachbot.console.completion import syntax_error
 from teachbot.console.prompt import PromptBuilder, load_prompt
+from teachbot.console.reply import Reply, first_statement_complete, read_reply
 from teachbot.console.sandbox import RunResult, SandboxExecutor
 from teachbot.console.transcript import Entry, Transcript
 from teachbot.llm.base import Completion, Model
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
+NOBODY = "TimeoutError"  # error type of a wait_for_trigger()/ask() that nobody answered
+TRIGGER = "wait_for_trigger()"
+QUIET_PREFIX = "nobody spoke"  # stop reasons that need no word to the person
 
 
 @dataclass(frozen=True)
@@ -30,10 +41,12 @@ class SessionConfig:
     max_consecutive_errors: int = 3
     loop_repeats: int = 3
     function_depth: int = 2  # helpers a generated function may in turn have generated
+    run_all_statements: bool = False  # run every statement of a reply in order, not only the first
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> SessionConfig:
-        return cls(**{k: int(v) for k, v in raw.items() if k in cls.__dataclass_fields__})
+        fields = cls.__dataclass_fields__
+        return cls(**{k: (bool(v) if fields[k].type in (bool, "bool") else int(v)) for k, v in raw.items() if k in fields})
 
 
 @dataclass
@@ -42,6 +55,7 @@ class StepOutcome:
     result: RunResult | None
     completion: Completion
     generated: list[str] = field(default_factory=list)  # definitions written for this step
+    reply: Reply | None = None  # how the reply was read: the statements and what was dropped
 
 
 class ConsoleSession:
@@ -81,31 +95,61 @@ class ConsoleSession:
             self.on_entry(self.transcript.entries[-1])
 
     # ------------------------------------------------------------------ loop
-    def run(self) -> str:
-        """Step until a stop condition; returns the reason."""
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> str:
+        """``begin``, then step until a stop condition; returns the reason."""
+        if not self.transcript.entries and not self.begin(should_stop):
+            return self.stop_reason
         while not self.stop_reason:
             self.step()
         return self.stop_reason
 
+    def begin(self, should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """The console's own ``wait_for_trigger()``: block until the person speaks, asking no LLM.
+
+        A dialog timeout (nobody there) just waits again, unrecorded; returns False when the person
+        left or ``should_stop()`` said so (``stop_reason`` then says why)."""
+        self._code(TRIGGER)
+        while True:
+            result = self.executor.run(TRIGGER)
+            if result.error_type == NOBODY and not should_stop():
+                continue
+            if result.error_type == SESSION_END:
+                self.stop_reason = "the person ended the session"
+            elif result.error:
+                self.stop_reason = f"{QUIET_PREFIX}; stopped waiting" if result.error_type == NOBODY else result.error
+            else:
+                self._output("\n".join(result.outputs))
+            return not self.stop_reason
+
     def step(self) -> StepOutcome:
-        """One statement: complete, (generate missing functions,) execute, record, check stop rules."""
-        completion = self.model.generate(self.prompts.build(self.transcript))
-        parsed = split_completion(completion.text)
+        """One LLM reply: complete, read, (generate missing functions,) execute, record, check stop rules."""
+        until = None if self.config.run_all_statements else first_statement_complete
+        completion = self.model.generate(self.prompts.build(self.transcript), until=until)
+        reply = read_reply(completion.text)
         self.rounds += 1
-        if parsed.error:
-            self._code(parsed.source)
-            self._output(parsed.error)
-            self._after(parsed.source, parsed.error, parsed.error.split(":")[0])
-            return StepOutcome(parsed.source, None, completion)
-        generated = self._generate_missing(parsed.source)
-        self._code(parsed.source)
-        result = self.executor.run(parsed.source)
-        text = "\n".join([*result.outputs, *([result.error] if result.error else [])])
-        self._output(text)
-        if result.error_type == SESSION_END:
-            self.stop_reason = "the person ended the session"
-        self._after(parsed.source, text, result.error_type or "")
-        return StepOutcome(parsed.source, result, completion, generated)
+        if reply.error:
+            source = completion.text.strip().split("\n")[0] if completion.text.strip() else ""
+            self._code(source)
+            self._output(reply.error)
+            self._after(source, reply.error, reply.error.split(":")[0])
+            return StepOutcome(source, None, completion, reply=reply)
+        statements = reply.statements if self.config.run_all_statements else reply.statements[:1]
+        outcome = StepOutcome("", None, completion, reply=reply)
+        for source in statements:
+            outcome.source = source
+            outcome.generated += self._generate_missing(source)
+            self._code(source)
+            result = outcome.result = self.executor.run(source)
+            text = "\n".join([*result.outputs, *([result.error] if result.error else [])])
+            self._output(text)
+            if result.error_type == SESSION_END:
+                self.stop_reason = "the person ended the session"
+            elif result.error_type == NOBODY and _waits(source):
+                self.stop_reason = f"{QUIET_PREFIX}: {result.error}"
+            self._after(source, text, result.error_type or "")
+            if result.error or self.stop_reason:
+                break  # the rest of the reply was written for a world where this worked
+        return outcome
 
     def _after(self, source: str, output: str, error_type: str) -> None:
         self._errors = [*self._errors, error_type] if error_type else []
@@ -155,6 +199,11 @@ class ConsoleSession:
             return None
         text = strip_fences(model.generate(prompt, stop=()).text)
         return extract_definition(text, name)
+
+
+def _waits(source: str) -> bool:
+    """Whether a statement calls wait_for_trigger() or ask()."""
+    return any(name in undefined_calls(source, set()) for name in ("wait_for_trigger", "ask"))
 
 
 def undefined_calls(source: str, known: set[str]) -> set[str]:

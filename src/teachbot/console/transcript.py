@@ -58,13 +58,7 @@ class Transcript:
 
     def instructions(self) -> list[str]:
         """What the person said, oldest first: the text of the dicts returned by wait_for_trigger()/ask()."""
-        said = []
-        for before, after in zip(self.entries, self.entries[1:]):
-            if before.kind == "code" and after.kind == "output" and _calls_trigger(before.text):
-                text = utterance_text(after.text)
-                if text:
-                    said.append(text)
-        return said
+        return [utterance_text(self.entries[i].text) for i in sorted(person_outputs(self.entries))]
 
     @classmethod
     def parse(cls, text: str) -> Transcript:
@@ -91,6 +85,14 @@ class Transcript:
                 output.append(line)
         flush()
         return transcript
+
+
+def person_outputs(entries: list[Entry]) -> set[int]:
+    """Indices of the outputs that hold the person's words (a dialog dict after wait_for_trigger()/ask())."""
+    return {
+        i + 1 for i, (before, after) in enumerate(zip(entries, entries[1:]))
+        if before.kind == "code" and after.kind == "output" and _calls_trigger(before.text) and utterance_text(after.text)
+    }
 
 
 def _calls_trigger(source: str) -> bool:

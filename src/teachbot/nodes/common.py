@@ -53,16 +53,22 @@ TRANSCRIPT_QOS = QoSProfile(
 )
 
 
-def completion_publisher(node: Node, publisher: Any, role: str) -> Callable[[Any, str], None]:
+def completion_publisher(node: Node, publisher: Any, role: str, prices: Any = None) -> Callable[[Any, str], None]:
     """A model listener that publishes each LLM call of ``role`` on ``publisher`` (an LlmCompletion
-    publisher, TRANSCRIPT_QOS) with its prompt digest: what a recorded session is replayed from."""
+    publisher, TRANSCRIPT_QOS) with its prompt digest: what a recorded session is replayed from.
+    ``prices`` (a teachbot.llm.pricing.PriceTable, default config/prices.yaml) gives each call's cost."""
     from teachbot_interfaces.msg import LlmCompletion
+
+    from teachbot.llm.pricing import PriceTable
+
+    table = prices if prices is not None else PriceTable.load()
 
     def publish(completion: Any, prompt: str) -> None:
         msg = LlmCompletion(
             role=role, model=completion.model, prompt_digest=completion.prompt_digest, prompt=prompt,
             completion=completion.text, prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens, latency=completion.latency,
+            completion_tokens=completion.completion_tokens, cached_tokens=completion.cached_tokens,
+            latency=completion.latency, finish_reason=completion.finish_reason, cost_usd=table.cost(completion),
         )
         msg.header.stamp = node.get_clock().now().to_msg()
         publisher.publish(msg)

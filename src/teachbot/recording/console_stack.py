@@ -200,9 +200,11 @@ class ConsoleStack:
             improvement = ImprovementNode(model=self.models["improvement"], mode=self.spec.learning_mode) \
                 if self.models["improvement"] is not None else ImprovementNode(mode=self.spec.learning_mode)
             self.stack.add_node(improvement)
+        # the console's own fallback for retrieval reads the same (temporary) store, never the user's
+        local = {"memory": str(self.memory.store.learned_dir)} if self.memory is not None else {}
         self.interaction_manager = InteractionManagerNode(
             interaction_model=self.models["interaction"], function_model=self.models["function_generation"],
-            **self.spec.interaction)
+            **local, **self.spec.interaction)
         self.stack.add_node(self.interaction_manager)
         return self.interaction_manager
 

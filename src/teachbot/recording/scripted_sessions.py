@@ -22,7 +22,9 @@ IMPROVED = """>>> wait_for_trigger()
 
 @dataclass(frozen=True)
 class ScriptedSession:
-    """One session: what the interaction LLM answers, what the person says, what the teacher LLM answers."""
+    """One session: what the interaction LLM answers, what the person says, what the teacher LLM answers.
+
+    The console itself runs the first wait_for_trigger(); the LLM's answers start after the first request."""
 
     name: str
     title: str
@@ -36,24 +38,25 @@ class ScriptedSession:
 SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
     ScriptedSession(
         "plain_task", "a plain task: one instruction, done right",
-        interaction=("wait_for_trigger()", "put_first_on_second('red block', 'blue bowl')",
+        interaction=("put_first_on_second('red block', 'blue bowl')",
                      "say('The red block is in the blue bowl.')", "wait_for_trigger()"),
         person=("put the red block in the blue bowl",),
     ),
     ScriptedSession(
         "corrected_task", "a corrected task: the wrong bowl, the person corrects, the robot fixes it",
-        interaction=("wait_for_trigger()", "put_first_on_second('red block', 'yellow bowl')", "wait_for_trigger()",
+        interaction=("put_first_on_second('red block', 'yellow bowl')", "wait_for_trigger()",
                      "put_first_on_second('red block', 'blue bowl')", "wait_for_trigger()"),
         person=("put the red block in the blue bowl", "that is the yellow bowl; I said the blue one"),
     ),
     ScriptedSession(
         "learning_episode", "a learning episode followed by the improved behaviour on the next request",
-        interaction=("wait_for_trigger()", "put_first_on_second('red block', 'blue bowl')", "wait_for_trigger()",
+        interaction=("put_first_on_second('red block', 'blue bowl')", "wait_for_trigger()",
                      "learn_from_interaction()", "wait_for_trigger()",
                      "put_first_on_second('green block', 'yellow bowl')", "wait_for_trigger()"),
         person=("put the block in the blue bowl", "No, I meant the green block. Remember that next time.",
                 "put the block in the yellow bowl"),
-        improvement=("The robot took the red block, but the person meant the green block.",
+        improvement=('The person wanted a different block.\n```json\n{"problem": true, "description": "The robot took the red '
+                     'block, but the person meant the green block."}\n```',
                      "When the person says 'the block', take the green block.",
                      "Whenever the person does not say which block.",
                      IMPROVED),

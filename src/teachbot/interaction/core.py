@@ -1,0 +1,189 @@
+"""Console episodes one after another, as the core paper runs them: the console waits for the person.
+
+An episode starts with the console itself executing ``wait_for_trigger()``; the first LLM call comes
+only after a person has spoken. When an episode ends on errors, a looping model, the round limit or
+an LLM outage, the robot says so once, with the reason and what to do, and the next episode waits for
+the person again: nobody talking means no LLM call, whatever state the endpoint is in.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from teachbot.console.budget import PromptTooLong, TokenBudget
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.prompt import ExampleSource, PromptBuilder
+from teachbot.console.registry import NotAvailableError, RobotApi
+from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.console.session import QUIET_PREFIX, ConsoleSession, SessionConfig
+from teachbot.console.transcript import Entry
+from teachbot.interaction.learning import Learner, LearnRequest
+from teachbot.llm.base import Completion, LLMError, Model
+from teachbot.llm.pricing import PriceTable, UsageMeter
+
+ENDED = "the person ended the session"
+LEARN_GRACE = 1.0  # seconds the console waits past the learning deadline (the learner stores nothing after it)
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """The interaction section of config/interaction.yaml plus the learning deadline."""
+
+    session: SessionConfig = SessionConfig()
+    examples_k: int = 16
+    learn_deadline: float = 120.0  # seconds for the whole improvement chain
+    context_tokens: int = 0  # the interaction model's context (0: no limit)
+    reserve_tokens: int = 256  # kept free for its reply
+
+    @classmethod
+    def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
+        return cls(
+            session=SessionConfig.from_config(interaction.get("session", {})),
+            examples_k=int(interaction.get("examples_k", 16)),
+            learn_deadline=float((learning or {}).get("deadline", 120.0)),
+            context_tokens=int(interaction.get("context_tokens", 0)),
+            reserve_tokens=int(interaction.get("reserve_tokens", 256)),
+        )
+
+
+class InteractionCore:
+    """The console of one robot: sandbox, prompt, models, dialog and learning, without ROS.
+
+    ``robot_functions`` implement the profile's API (``learn_from_interaction`` is the core's own);
+    ``on_entry(episode_id, entry, first_line)`` sees every transcript entry; ``say`` speaks to the
+    person; ``log`` takes one-line notices; ``scene_objects`` names what the robot knows now.
+    """
+
+    def __init__(
+        self,
+        api: RobotApi,
+        robot_functions: dict[str, Callable[..., Any]],
+        dialog: DialogChannel,
+        model: Model,
+        *,
+        function_model: Model | None = None,
+        examples: ExampleSource | None = None,
+        config: CoreConfig | None = None,
+        learner: Learner | None = None,
+        scene_objects: Callable[[], list[str]] = list,
+        limits: SandboxLimits | None = None,
+        on_kill: Callable[[], None] | None = None,
+        on_entry: Callable[[str, Entry, int], None] | None = None,
+        log: Callable[[str], None] = lambda _line: None,
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
+        self.config = config or CoreConfig()
+        self.learner, self.scene_objects, self.log = learner, scene_objects, log
+        self.on_entry = on_entry or (lambda _episode, _entry, _first: None)
+        self.budget = TokenBudget(self.config.context_tokens, self.config.reserve_tokens)
+        self.prompts = PromptBuilder.for_profile(api, examples, self.config.examples_k, self.budget)
+        self.meter = UsageMeter(prices if prices is not None else PriceTable.load())
+        for role, each in (("interaction", model), ("function_generation", function_model)):
+            add = getattr(each, "add_listener", None)
+            if add is not None:
+                add(self._listener(role, each))
+        functions = dict(robot_functions)
+        functions["learn_from_interaction"] = self.learn_from_interaction
+        self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill)
+        self.episode_id = ""
+        self.session: ConsoleSession | None = None
+        self.episodes = 0
+        self._lines = 0
+        self._stopping = threading.Event()
+
+    def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
+        base_url = str(getattr(model, "base_url", ""))
+        if base_url:
+            from teachbot.llm.openai_model import is_local_url
+
+            local = is_local_url(base_url)  # a server on this machine or network costs nothing
+        else:
+            local = False
+
+        def heard(completion: Completion, prompt: str) -> None:
+            self.meter.add(role, completion, local=local)
+            if role == "interaction":
+                self.budget.calibrate(len(prompt), completion.prompt_tokens)
+        return heard
+
+    # ------------------------------------------------------------------ episodes
+    def run(self) -> None:
+        """Episodes until the person leaves or ``close()``."""
+        while not self._stopping.is_set():
+            if self.run_episode() == ENDED:
+                return
+
+    def run_episode(self) -> str:
+        """One episode: wait for the person, then the LLM drives; returns why it ended."""
+        self.episode_id = uuid.uuid4().hex[:12]
+        self.sandbox.reset()
+        self.meter.reset()
+        self._lines = 0
+        self.session = ConsoleSession(
+            self.sandbox, self.model, self.prompts, function_model=self.function_model,
+            config=self.config.session, on_entry=self._entry,
+        )
+        try:
+            reason = self.session.run(should_stop=self._stopping.is_set)
+        except LLMError as exc:
+            reason = f"LLM unavailable: {exc}"
+            self._say(f"I cannot reach my language model, so I stopped: {exc}. Tell me again what to do once it is back.")
+        except PromptTooLong as exc:
+            reason = f"prompt too long: {exc}"
+            self._say(f"This conversation no longer fits my language model's context, so I stopped: {exc}.")
+        except Exception as exc:  # noqa: BLE001 - a bug ends the episode, not the robot; said once, then we wait
+            reason = f"{type(exc).__name__}: {exc}"
+            self._say(f"I have a problem and stopped: {reason}. Tell me again what to do.")
+        else:
+            if reason != ENDED and not reason.startswith(QUIET_PREFIX):
+                self._say(f"I stopped: {reason}. Please tell me again what to do.")
+        self.episodes += 1
+        usage = self.meter.summary_line()
+        self.log(f"episode {self.episode_id} ended: {reason}; {usage}")
+        return reason
+
+    def _entry(self, entry: Entry) -> None:
+        lines = entry.render().count("\n") + 1
+        self.on_entry(self.episode_id, entry, self._lines)
+        self._lines += lines
+
+    def _say(self, text: str) -> None:
+        """Speak even when the dialog is closed (the person may still be listening on the topic)."""
+        self.dialog.on_say(text)
+
+    # ------------------------------------------------------------------ learning
+    def learn_from_interaction(self) -> str | None:
+        """Send this episode's transcript to the learner; say what will be done differently."""
+        if self.learner is None:
+            raise NotAvailableError("learn_from_interaction() is not available: no improvement node is configured")
+        try:
+            objects = tuple(self.scene_objects())
+        except NotAvailableError:
+            objects = ()
+        deadline = self.config.learn_deadline
+        session = self.session
+        request = LearnRequest(self.api.profile, self.episode_id, session.transcript.render() if session else "",
+                               objects, time.time() + deadline)
+        try:
+            reply = self.learner.improve(request, timeout=deadline + LEARN_GRACE)
+        except TimeoutError:
+            raise TimeoutError(f"learning took longer than {deadline:g} s and was cancelled; nothing was stored") from None
+        if not reply.stored:
+            return f"nothing learned: {reply.message}"
+        message = reply.message
+        self.dialog.say(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}")
+        return None
+
+    def close(self) -> None:
+        self._stopping.set()
+        self.dialog.close()
+
+    def shutdown(self) -> None:
+        """Release the sandbox worker (after the episode thread stopped)."""
+        self.sandbox.close()

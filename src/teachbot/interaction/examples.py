@@ -1,0 +1,80 @@
+"""Where the prompt's examples come from: the memory service, or the same store read locally.
+
+The memory node serves retrieval; when it is slow or down the console reads the same store (learned
+lessons included) in its own process with the same retrieval, and logs that it did, so a learned
+lesson never silently vanishes from the prompt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from teachbot.errors import TeachbotError
+
+
+class MemoryUnavailable(TeachbotError):
+    """The memory service did not answer (not running, or too slow)."""
+
+
+def render_example(example: Any) -> str:
+    """An example as the prompt shows it: a learned one with the condition it was taught under."""
+    if example.source == "learned" and example.scope:
+        return f"# learned lesson, applies {example.scope.rstrip('.')}: {example.improvement}\n{example.transcript}"
+    return example.transcript
+
+
+class LocalExamples:
+    """The episodic memory opened in this process (on first use: loading the embedder takes seconds)."""
+
+    def __init__(self, learned_dir: str | Path = "", config: str | Path | None = None, memory: Any = None) -> None:
+        self.learned_dir, self.config = str(learned_dir), config
+        self._memory = memory
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        """The learned store's directory, for log lines."""
+        return str(self._open().store.learned_dir) if self._memory is not None else (self.learned_dir or "config/memory.yaml")
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._memory is None:
+                from teachbot.memory.config import MemoryConfig
+                from teachbot.memory.episodic import EpisodicMemory
+
+                settings = MemoryConfig.load(self.config)
+                if self.learned_dir:
+                    settings = dataclasses.replace(settings, learned_dir=Path(self.learned_dir).expanduser().resolve())
+                self._memory = EpisodicMemory.open(settings)
+            return self._memory
+
+    def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
+        found = self._open().retrieve(list(reversed(instructions)), profile, k)
+        return [render_example(r.example) for r in found]
+
+
+class FallbackExamples:
+    """``remote`` (the memory service) first; on ``MemoryUnavailable`` the ``local`` store, logged once
+    each time the service goes away and once when it is back."""
+
+    def __init__(self, remote: Callable[[str, list[str], int], list[str]], local: LocalExamples,
+                 log: Callable[[str], None]) -> None:
+        self.remote, self.local, self.log = remote, local, log
+        self.using_local = False
+
+    def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
+        try:
+            found = self.remote(profile, instructions, k)
+        except MemoryUnavailable as exc:
+            if not self.using_local:
+                self.log(f"{exc}; retrieving examples from the store in this process instead ({self.local.where})")
+                self.using_local = True
+            return self.local.examples(profile, instructions, k)
+        if self.using_local:
+            self.log("memory service answers again; retrieving examples through it")
+            self.using_local = False
+        return found
