@@ -36,8 +36,7 @@ def test_a_correction_is_learned_and_used_for_the_next_request(client, ros_conte
         "store": {"seeds_dir": "memory_store", "learned_dir": str(tmp_path / "learned")},
         "embedding": {"cache_dir": str(tmp_path / "cache")}, "retrieval": {"k": 4}}})
     memory = EpisodicMemory.open(config)
-    robot = ScriptedModel([
-        "wait_for_trigger()",
+    robot = ScriptedModel([  # the console itself runs the first wait_for_trigger()
         "put_first_on_second('red block', 'blue bowl')",
         "wait_for_trigger()",
         "learn_from_interaction()",
@@ -46,7 +45,8 @@ def test_a_correction_is_learned_and_used_for_the_next_request(client, ros_conte
         "wait_for_trigger()",
     ])
     teacher = ScriptedModel([
-        "The robot took the red block, but the person meant the green block.",
+        'The person wanted another block.\n```json\n{"problem": true, "description": "The robot took the red block, '
+        'but the person meant the green block."}\n```',
         "When the person says 'the block', take the green block.",
         "Whenever the person does not say which block.",
         IMPROVED,
@@ -64,12 +64,12 @@ def test_a_correction_is_learned_and_used_for_the_next_request(client, ros_conte
     try:
         wait_until(lambda: im.improve_client.service_is_ready() and im.retrieve_client.service_is_ready(), what="services")
         im.dialog.put_user("put the block in the blue bowl")
-        wait_until(lambda: robot.served >= 3, what="the mistake")
+        wait_until(lambda: robot.served >= 2, what="the mistake")
         im.dialog.put_user("No, I meant the green block. Remember that next time.")
-        wait_until(lambda: robot.served >= 5, what="learning")
+        wait_until(lambda: robot.served >= 4, what="learning")
         assert len(memory.store.list(source="learned")) == 1
         im.dialog.put_user("put the block in the yellow bowl")
-        wait_until(lambda: robot.served >= 7, what="the second request")
+        wait_until(lambda: robot.served >= 6, what="the second request")
         im.dialog.close()
         wait_until(lambda: "'success'" in im.session.transcript.render().split("yellow bowl')")[-1], what="result")
     finally:
@@ -84,14 +84,14 @@ def test_a_correction_is_learned_and_used_for_the_next_request(client, ros_conte
     assert learned.transcript == IMPROVED
     assert learned.problem.startswith("The robot took the red block")
     assert learned.scope == "Whenever the person does not say which block."
-    assert learned.author_model and learned.embedding_model and learned.episode_id == im.episode_id
+    assert learned.author_model and learned.embedding_model and learned.episode_id == im.core.episode_id
     assert learned.instructions == ("put the block in the blue bowl",)
     # the robot said what it will do differently, in one sentence
     assert any(s.startswith("Got it. Next time: when the person says") for s in im.dialog.said)
     transcript = im.session.transcript.render()
     assert ">>> learn_from_interaction()" in transcript
     # before learning the prompt had no learned lesson; the prompt for the next request has it, scoped
-    before, after = robot.prompts[1], robot.prompts[5]
+    before, after = robot.prompts[0], robot.prompts[4]
     assert IMPROVED not in before
     assert IMPROVED in after
     assert "# learned lesson, applies Whenever the person does not say which block" in after
