@@ -284,8 +284,10 @@ def _build_sim_set_and_check(learned: str) -> None:
             node = stack.node(spec.name)
             for name, value in spec.parameters.items():
                 assert node.get_parameter(name).value == value, (spec.name, name)
-        assert stack.node("interaction_manager").model.name == "interaction:scripted"
+        assert stack.node("interaction_manager").core.model.name == "interaction:scripted"
         assert stack.node("memory").memory.store.learned_dir == Path(learned).resolve()
+        # the console's own fallback for retrieval reads the memory node's store
+        assert stack.node("interaction_manager").core.prompts.examples.local.learned_dir == learned
         assert stack.client.world_state().seed == 3
     finally:
         stack.stop()
