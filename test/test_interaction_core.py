@@ -286,3 +286,27 @@ def test_the_budget_calibrates_from_the_servers_usage():
     assert not budget.fits("x" * 2800) and budget.fits("x" * 2600)
     budget.calibrate(10, 1000)  # implausible samples are ignored
     assert budget.chars_per_token == pytest.approx(3.0, abs=0.01)
+
+
+def test_the_local_fallback_reads_the_learned_store_with_the_real_retrieval(tmp_path):
+    """The memory service is down: the lesson learned in the store still reaches the prompt, shown with its scope."""
+    from teachbot.memory.example import InteractionExample
+    from teachbot.memory.store import MemoryStore
+
+    lesson = (">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'put the block in the blue bowl'}\n"
+              ">>> put_first_on_second('green block', 'blue bowl')\n'success'")
+    MemoryStore(tmp_path / "learned").add(InteractionExample(
+        profile="tabletop", source="learned", transcript=lesson, scope="whenever the person does not say which block",
+        improvement="Take the green block."))
+
+    def remote(profile, instructions, k):
+        raise MemoryUnavailable("memory/retrieve did not answer within 10 s")
+
+    logs: list[str] = []
+    source = FallbackExamples(remote, LocalExamples(tmp_path / "learned"), logs.append)
+    found = source.examples("tabletop", ["put the block in the blue bowl"], 4)
+    assert found[-1] == ("# learned lesson, applies whenever the person does not say which block: Take the green block.\n"
+                         + lesson)  # the most similar, last
+    assert len(found) == 4  # and the seeds beside it
+    assert logs == [f"memory/retrieve did not answer within 10 s; retrieving examples from the store in this process "
+                    f"instead ({(tmp_path / 'learned').resolve()})"]

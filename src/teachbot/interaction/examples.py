@@ -38,18 +38,24 @@ class LocalExamples:
     @property
     def where(self) -> str:
         """The learned store's directory, for log lines."""
-        return str(self._open().store.learned_dir) if self._memory is not None else (self.learned_dir or "config/memory.yaml")
+        if self._memory is not None:
+            return str(self._memory.store.learned_dir)
+        return str(self._settings().learned_dir)
+
+    def _settings(self) -> Any:
+        from teachbot.memory.config import MemoryConfig
+
+        settings = MemoryConfig.load(self.config)
+        if self.learned_dir:
+            settings = dataclasses.replace(settings, learned_dir=Path(self.learned_dir).expanduser().resolve())
+        return settings
 
     def _open(self) -> Any:
         with self._lock:
             if self._memory is None:
-                from teachbot.memory.config import MemoryConfig
                 from teachbot.memory.episodic import EpisodicMemory
 
-                settings = MemoryConfig.load(self.config)
-                if self.learned_dir:
-                    settings = dataclasses.replace(settings, learned_dir=Path(self.learned_dir).expanduser().resolve())
-                self._memory = EpisodicMemory.open(settings)
+                self._memory = EpisodicMemory.open(self._settings())
             return self._memory
 
     def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
