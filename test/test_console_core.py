@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from teachbot.console.completion import split_completion
 from teachbot.console.prompt import CURRENT_HEADER, EXAMPLE_HEADER, PromptBuilder
 from teachbot.console.registry import NotAvailableError, RobotApi
+from teachbot.console.reply import read_reply
 from teachbot.console.session import extract_definition, undefined_calls
 from teachbot.console.transcript import Transcript
 from teachbot.errors import ConfigError
@@ -29,25 +29,24 @@ def test_transcript_round_trip_and_instructions():
 
 
 @pytest.mark.parametrize(
-    ("completion", "source", "discarded"),
+    ("completion", "source", "dropped"),
     [
-        ("get_obj_names()\n['red block']\n", "get_obj_names()", "['red block']\n"),
+        ("get_obj_names()\n['red block']\n", "get_obj_names()", "['red block']"),
         (" get_obj_names()", "get_obj_names()", ""),
         ("for n in names:\n...     say(n)\n... \n'ok'", "for n in names:\n    say(n)", "'ok'"),
-        ("def f(x):\n    return x + 1\n\nf(2)", "def f(x):\n    return x + 1", "f(2)"),
     ],
 )
-def test_split_completion_keeps_the_statement_and_drops_invented_output(completion, source, discarded):
-    parsed = split_completion(completion)
-    assert parsed.error == ""
-    assert parsed.source == source
-    assert parsed.discarded.strip() == discarded.strip()
+def test_the_reply_reader_keeps_the_statement_and_drops_invented_output(completion, source, dropped):
+    reply = read_reply(completion)
+    assert reply.error == ""
+    assert reply.statements[0] == source
+    assert reply.dropped.strip() == dropped
 
 
 @pytest.mark.parametrize(("completion", "error"), [("", "EmptyCompletion"), ("   \n", "EmptyCompletion"),
                                                    ("I will now pick the block.", "SyntaxError")])
-def test_split_completion_reports_non_code(completion, error):
-    assert split_completion(completion).error.startswith(error)
+def test_the_reply_reader_reports_non_code(completion, error):
+    assert read_reply(completion).error.startswith(error)
 
 
 def test_registry_generates_the_import_block_for_both_profiles():
