@@ -67,3 +67,22 @@ def test_learning_curves_and_the_results_file_round_trip(tmp_path):
 def test_an_unknown_state_is_refused():
     with pytest.raises(ValueError, match="success, failure, error, timeout"):
         Return("crashed")
+
+
+def test_the_report_has_the_papers_table_layout_the_published_numbers_and_curves(tmp_path):
+    from teachbot.evaluation.report import write_report
+
+    records = [run("ours", split, t, k, *(["success"] if k else ["failure", "success"])) for split in ("SA-SI", "UA-UI")
+               for t in "ab" for k in range(4)]
+    records.append(run("cap", "SA-SI", "a", 0, "error"))
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in records))
+    published = {"GPT-4": {"SA-SI": {"s": 100, "i": 97.5, "n": 0.04}, "UA-SI": {"s": 100, "i": 92.5, "n": 0.14}}}
+    report = write_report(tmp_path, published).read_text()
+    assert "| method | SA-SI s | SA-SI i | SA-SI n | UA-SI s | UA-SI i | UA-SI n | UA-UI s | UA-UI i | UA-UI n |" in report
+    assert "| **ours** | 100.0 | 75.0 | 0.25 | – | – | – | 100.0 | 75.0 | 0.25 |" in report
+    assert "| **cap** | 0.0 | 0.0 | – | – | – | – | – | – | – |" in report
+    assert "| GPT-4 (published) | 100.0 | 97.5 | 0.04 | 100.0 | 92.5 | 0.14 | – | – | – |" in report
+    assert json.loads((tmp_path / "summary.json").read_text())["ours"]["UA-UI"] == {"s": 100.0, "i": 75.0, "n": 0.25, "runs": 8}
+    for split in ("SA-SI", "UA-UI"):
+        png = tmp_path / f"curve_{split}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png.name})" in report
