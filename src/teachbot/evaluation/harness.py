@@ -1,0 +1,212 @@
+"""One method's runs against the simulated robot: the console, a simulated person, the task's check.
+
+The agent is the interaction core (teachbot.interaction) exactly as the robot runs it, bound to the
+tabletop API over a skill client; its memory is the method's own store, read and written in this
+process, and learning runs the improvement chain directly. The person is the dialog: every
+``wait_for_trigger()`` after the first is a return of control, where the task's check decides the
+state and the simulated person ends the run or corrects the robot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from teachbot.console.dialog import DialogChannel, SessionEnded
+from teachbot.console.registry import RobotApi
+from teachbot.console.session import SessionConfig
+from teachbot.console.tabletop_api import TabletopRobot
+from teachbot.console.transcript import Transcript
+from teachbot.evaluation.metrics import Return, RunRecord
+from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson
+from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples
+from teachbot.interaction.core import ENDED
+from teachbot.learning.improver import Improver
+from teachbot.llm.base import Model
+from teachbot.llm.pricing import UsageMeter
+
+LEARNING_MODES = ("improve", "store_raw", "off")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A way of running the robot: the console with ``k`` retrieved examples and a learning mode."""
+
+    name: str
+    k: int = 16
+    learning: str = "improve"
+    description: str = ""
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("ours", description="console, k=16 retrieved examples, learning from corrections"),
+    Method("ours-no-learning", learning="off", description="as ours, learn_from_interaction() stores nothing"),
+    Method("ours-no-retrieval", k=64, description="as ours with k=64: (nearly) every example, no selection"),
+    Method("ours-no-improve", learning="store_raw", description="as ours, the interaction stored as it was"),
+    Method("ours-k4", k=4, description="as ours with k=4"),
+)}
+
+
+@dataclass
+class PreparedRun:
+    """A scheduled run with its scene set up: what the person says and how the harness judges it."""
+
+    method: str
+    split: str
+    template: str
+    run: int
+    instruction: str
+    check: Callable[[], tuple[bool, str]]  # (success, diagnosis) from the simulator's ground truth now
+    plan: Sequence[str] = ()  # the task's expert statements (for oracle doubles; never shown to the agent)
+    world: Callable[[], str] = lambda: ""  # the table in words, for an LLM person
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EvalDialog(DialogChannel):
+    """The simulated person as the console's dialog: the instruction first, then a reaction at each return."""
+
+    def __init__(self, person: TemplatePerson | LlmPerson, run_timeout: float) -> None:
+        super().__init__(timeout=run_timeout)
+        self.person, self.run_timeout = person, run_timeout
+        self.run: PreparedRun | None = None
+        self.returns: list[Return] = []
+        self.pending = ""  # what the person says when the next episode of this run starts
+        self.over = False
+        self._started = 0.0
+        self._closing = False
+
+    def start(self, run: PreparedRun) -> None:
+        self.run, self.returns, self.said = run, [], []
+        self.pending, self.over, self._closing = run.instruction, False, False
+        self._started = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def wait_for_trigger(self) -> dict:
+        if self.pending:  # the console's own first wait_for_trigger() of an episode
+            text, self.pending = self.pending, ""
+            return {"type": "dialog", "text": text}
+        if self.over or self._closing:
+            self.over = True
+            raise SessionEnded("the run is over")
+        state = "timeout" if self.elapsed > self.run_timeout else None
+        reaction = self.react(state)
+        if reaction.ends_run and not reaction.utterance:
+            self.over = True
+            raise SessionEnded("the run is over")
+        self._closing = reaction.ends_run
+        return {"type": "dialog", "text": reaction.utterance}
+
+    def ask(self, question: str) -> dict:
+        """A question is answered with the request again: the person wants the task done, not a chat."""
+        self.say(question)
+        assert self.run is not None
+        return {"type": "dialog", "text": f"I asked you to {self.run.instruction.rstrip('.')}."}
+
+    def react(self, state: str | None) -> Reaction:
+        """Judge the world, record the return, and let the person react (``state`` forces error/timeout)."""
+        assert self.run is not None
+        success, diagnosis = self.run.check()
+        final = "success" if success and state is None else (state or "failure")
+        reaction = self.person.react(Situation(
+            self.run.instruction, final == "success", diagnosis, len(self.returns), world=self.run.world(),
+            robot_words=tuple(self.said)))
+        if final != "success" and state == "timeout":
+            reaction = Reaction(reaction.utterance, ends_run=True)  # out of time: no more attempts
+        self.returns.append(Return(final, reaction.utterance))
+        return reaction
+
+
+class LocalLearner:
+    """learn_from_interaction() in this process: the improvement chain, then the method's store."""
+
+    def __init__(self, improver: Improver, memory: Any, episode_of: Callable[[], str]) -> None:
+        self.improver, self.memory, self.episode_of = improver, memory, episode_of
+
+    def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
+        from teachbot.memory.example import InteractionExample
+
+        lesson = self.improver.learn(request.transcript, scene_objects=request.scene_objects,
+                                     deadline=time.monotonic() + max(0.0, request.deadline - time.time()))
+        if not lesson.ok:
+            return LearnReply(False, lesson.reason)
+        self.memory.add(InteractionExample(
+            profile=request.profile, source="learned", transcript=lesson.transcript,
+            instructions=tuple(Transcript.parse(lesson.transcript).instructions()), problem=lesson.problem,
+            improvement=lesson.improvement, scope=lesson.scope, episode_id=request.episode_id,
+            author_model=self.improver.model.name))
+        return LearnReply(True, lesson.reason)
+
+
+@dataclass(frozen=True)
+class AgentModels:
+    interaction: Model
+    function_generation: Model | None
+    improvement: Model
+    person: Model | None = None
+
+
+class ConsoleAgent:
+    """The robot's console for one method: its own learned store, kept across all of its runs."""
+
+    def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
+                 *, person: PersonConfig, seed: int, run_timeout: float = 300.0, session: SessionConfig | None = None,
+                 memory_config: Any = None, embedder: Any = None) -> None:
+        from teachbot.memory.config import MemoryConfig
+        from teachbot.memory.episodic import EpisodicMemory
+
+        if method.learning not in LEARNING_MODES:
+            raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
+        self.method, self.models = method, models
+        self.usage = UsageMeter()  # every call of this method's models, across runs and episodes
+        for role, model in (("interaction", models.interaction), ("function_generation", models.function_generation),
+                            ("improvement", models.improvement), ("person", models.person)):
+            add = getattr(model, "add_listener", None)
+            if add is not None:
+                add(lambda completion, _prompt, role=role: self.usage.add(role, completion))
+        settings = dataclasses.replace(memory_config or MemoryConfig.load(), learned_dir=Path(store).resolve())
+        self.memory = EpisodicMemory.open(settings, embedder=embedder)
+        rng = np.random.default_rng(seed)
+        who = LlmPerson(person, models.person, rng) if person.kind == "llm" and models.person else TemplatePerson(person, rng)
+        self.dialog = EvalDialog(who, run_timeout)
+        api = RobotApi.load("tabletop")
+        robot = TabletopRobot(skills, objects, self.dialog)
+        self.core = InteractionCore(
+            api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
+            examples=LocalExamples(memory=self.memory),
+            config=CoreConfig(session=session or SessionConfig(), examples_k=method.k),
+            learner=LocalLearner(Improver(models.improvement, api, method.learning), self.memory, lambda: self.core.episode_id),
+            scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
+        )
+
+    def run(self, prepared: PreparedRun) -> RunRecord:
+        """One run: episodes until the person ends it (a console that gives up is a return of error/timeout)."""
+        self.dialog.start(prepared)
+        self.usage.reset()
+        started = time.monotonic()
+        while not self.dialog.over:
+            reason = self.core.run_episode()
+            if reason == ENDED or self.dialog.over:
+                break
+            # the console stopped by itself (errors, round limit, LLM outage): a return of control all the same
+            state = "timeout" if reason.startswith(("reached the limit", "nobody spoke")) else "error"
+            reaction = self.dialog.react(state)
+            if reaction.ends_run:
+                break
+            self.dialog.pending = reaction.utterance  # the next episode begins with the correction
+        total = self.usage.totals()["total"]
+        return RunRecord(prepared.method, prepared.split, prepared.template, prepared.run, prepared.instruction,
+                         tuple(self.dialog.returns), tokens=total["input_tokens"] + total["output_tokens"],
+                         cost_usd=round(total["cost"], 6), wall_s=round(time.monotonic() - started, 3),
+                         extra={**prepared.extra, "transcript": self.core.session.transcript.render() if self.core.session else ""})
+
+    def close(self) -> None:
+        self.core.shutdown()

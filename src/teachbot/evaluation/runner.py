@@ -1,0 +1,170 @@
+"""Running a sweep: a simulated stack per worker, one agent per method, each scheduled run recorded.
+
+``run_sweep`` is what ``teachbot eval cap`` calls. With one worker the stack runs in this process; with
+more, each worker is a child process with its own ROS domain and simulator and takes whole methods.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from teachbot.evaluation.doubles import begin_run
+from teachbot.evaluation.harness import METHODS, AgentModels, ConsoleAgent, Method, PreparedRun
+from teachbot.evaluation.metrics import RunRecord
+from teachbot.evaluation.sweep import (
+    SweepConfig,
+    append_result,
+    open_output,
+    prepare_episode,
+    progress,
+    schedule,
+    split_methods,
+    validate,
+)
+from teachbot.evaluation.world_state import WorldState, describe
+
+ModelFactory = Callable[[Method], AgentModels]
+
+
+def all_tasks() -> dict[str, type]:
+    """Every template's task class by key."""
+    from teachbot.evaluation import TASKS_BY_KEY
+
+    return dict(TASKS_BY_KEY)
+
+
+def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_models: ModelFactory,
+               done: set[tuple[str, str, str, int]], on_record: Callable[[RunRecord], None] = lambda _r: None,
+               client: Any = None) -> None:
+    """This worker's methods, in order, on ``client`` (a started stack's skill client) or a stack of its own."""
+    tasks = all_tasks()
+    stack = None
+    if client is None:
+        from teachbot.nodes.stack import InProcessStack
+
+        stack = InProcessStack(real_time_factor=0.0, camera_enabled=False)
+        client = stack.start()
+    try:
+        for name in methods:
+            runs = [r for r in schedule(config, tasks) if r.method == name and r.key not in done]
+            if not runs:
+                continue
+            models = make_models(METHODS[name])
+            agent = ConsoleAgent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
+                                 person=config.person, seed=config.seed, run_timeout=config.run_timeout)
+            try:
+                for run in runs:
+                    record = _one_run(agent, models, client, tasks[run.template], run)
+                    append_result(out, record)
+                    on_record(record)
+            finally:
+                agent.close()
+    finally:
+        if stack is not None:
+            stack.stop()
+
+
+def _objects(client: Any) -> dict[str, list[float]]:
+    """The object list the console's functions read: the simulator's ground truth (as perception gives it)."""
+    return {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in client.world_state().objects}
+
+
+def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: type, run: Any) -> RunRecord:
+    episode = prepare_episode(task_cls, run)
+    reply = client.reset(scene_yaml=episode.scene_yaml())
+    if not reply.success:
+        raise RuntimeError(f"the simulator refused the scene of {run.template} run {run.run}: {reply.message}")
+    client.call("go_home")
+    initial = WorldState.from_ros(client.world_state())
+    task = episode.task
+
+    def check() -> tuple[bool, str]:
+        final = WorldState.from_ros(client.world_state())
+        return task.success(initial, final), task.diagnose(initial, final)
+
+    def world() -> str:
+        state = WorldState.from_ros(client.world_state())
+        return "; ".join(describe(o, state) for o in state.objects)
+
+    plan = task.oracle(initial)
+    begin_run([models.interaction, models.function_generation, models.improvement], plan, episode.instruction)
+    return agent.run(PreparedRun(run.method, run.split, run.template, run.run, episode.instruction, check, plan, world,
+                                 extra={"seed": run.seed, "scene": episode.scene_yaml()}))
+
+
+def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,
+           done: set[tuple[str, str, str, int]]) -> None:
+    from teachbot.ros_env import configure_loopback
+
+    configure_loopback()  # a ROS domain of its own
+    import rclpy
+
+    rclpy.init()
+    try:
+        run_worker(config, Path(out), methods, factory, done)
+    finally:
+        rclpy.shutdown()
+
+
+def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *, workers: int = 1,
+              show_progress: bool = True, client: Any = None) -> Path:
+    """Run (or resume) a sweep into ``out``; returns the results file. ``client``: an already running stack (tests)."""
+    out = Path(out)
+    tasks = all_tasks()
+    validate(config, tasks, list(METHODS))
+    done = open_output(out, config)
+    total = len(schedule(config, tasks))
+    with progress(total, len(done), show_progress) as update:
+        groups = split_methods(config.methods, workers)
+        if len(groups) == 1 or client is not None:
+            if client is None:
+                import rclpy
+
+                rclpy.init()
+                try:
+                    run_worker(config, out, config.methods, make_models, done, update)
+                finally:
+                    rclpy.shutdown()
+            else:
+                run_worker(config, out, config.methods, make_models, done, update, client=client)
+        else:
+            _run_children(config, out, groups, make_models, done, update)
+    return out / "results.jsonl"
+
+
+def _run_children(config: SweepConfig, out: Path, groups: list[list[str]], make_models: ModelFactory,
+                  done: set[tuple[str, str, str, int]], update: Callable[[RunRecord], None]) -> None:
+    """One child process per group; the parent follows results.jsonl for the progress bar."""
+    import time
+
+    from teachbot.evaluation.metrics import read_results
+
+    context = multiprocessing.get_context("spawn")
+    children = [context.Process(target=_child, args=(config, str(out), group, make_models, done), daemon=True)
+                for group in groups]
+    for child in children:
+        child.start()
+    seen = len(done)
+    results = out / "results.jsonl"
+    while True:
+        alive = any(child.is_alive() for child in children)
+        try:
+            records = read_results(results) if results.exists() else []
+        except ValueError:  # a line being written right now: read it on the next round
+            records = []
+            time.sleep(0.2)
+            continue
+        for record in records[seen:]:
+            update(record)
+        seen = len(records)
+        if not alive:
+            break
+        time.sleep(1.0)
+    failed = [child.exitcode for child in children if child.exitcode]
+    if failed:
+        raise RuntimeError(f"{len(failed)} worker(s) failed (exit {failed}); see their output above; "
+                           f"run the same command again to resume (pid {os.getpid()})")

@@ -1,0 +1,170 @@
+"""A sweep of the tabletop protocol: methods x splits x templates x runs, recorded, resumable.
+
+The order is fixed and seeded: for each method, each split, each template, ``runs`` runs in sequence,
+memory kept across all of them (a method's own learned store under ``OUT/stores/<method>``). Run
+``r`` of a template in a split gets the same scene and attributes for every method (its seed depends
+on split, template and run only), so methods are compared on the same work and a rerun repeats it.
+``results.jsonl`` gains one line per finished run; a sweep started again with the same settings skips
+what is there and goes on (the stores hold what was learned before the interruption).
+Workers split the methods between them (each an isolated stack with its own ROS domain), so the
+per-method order that learning needs is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from teachbot.errors import ConfigError
+from teachbot.evaluation.benchmark import SPLITS, Benchmark
+from teachbot.evaluation.metrics import RunRecord, read_results
+from teachbot.evaluation.person import PersonConfig
+
+SWEEP_FILE = "sweep.json"
+RESULTS = "results.jsonl"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What defines a sweep; an output directory holds one (``sweep.json``)."""
+
+    methods: tuple[str, ...]
+    splits: tuple[str, ...] = SPLITS
+    runs: int = 10
+    templates: int = 0  # the first N templates of each split (0: all)
+    seed: int = 0
+    person: PersonConfig = field(default_factory=PersonConfig)
+    llm: dict[str, str] = field(default_factory=dict)  # backend, model, base_url (what answered)
+    run_timeout: float = 300.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["methods"], data["splits"] = list(self.methods), list(self.splits)
+        return data
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    method: str
+    split: str
+    template: str
+    run: int
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.method, self.split, self.template, self.run)
+
+
+def scene_seed(sweep_seed: int, split: str, template: str, run: int) -> int:
+    """The seed of one scene: the same for every method of the sweep."""
+    digest = hashlib.sha256(f"{sweep_seed}/{split}/{template}/{run}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def templates_of(split: str, tasks: dict[str, type], limit: int = 0) -> list[str]:
+    """The template keys of a split in benchmark order (the first ``limit`` when set)."""
+    benchmark = Benchmark.load()
+    order = {t: i for i, t in enumerate(benchmark.split_instructions(split))}
+    keys = sorted((k for k, cls in tasks.items() if split in cls.splits()), key=lambda k: order.get(tasks[k].template, 99))
+    return keys[:limit] if limit else keys
+
+
+def schedule(config: SweepConfig, tasks: dict[str, type]) -> list[ScheduledRun]:
+    """Every run of the sweep in the order it is run."""
+    return [
+        ScheduledRun(method, split, template, run, scene_seed(config.seed, split, template, run))
+        for method in config.methods for split in config.splits
+        for template in templates_of(split, tasks, config.templates) for run in range(config.runs)
+    ]
+
+
+def validate(config: SweepConfig, tasks: dict[str, type], methods: Sequence[str]) -> None:
+    """Bad input, one clear line each (ConfigError)."""
+    for split in config.splits:
+        if split not in SPLITS:
+            raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+    for method in config.methods:
+        if method not in methods:
+            raise ConfigError(f"unknown method {method!r}; methods: {', '.join(methods)}")
+    if config.runs < 1:
+        raise ConfigError(f"--runs must be at least 1, got {config.runs}")
+    if config.templates < 0:
+        raise ConfigError(f"--templates must be 0 (all) or more, got {config.templates}")
+
+
+def open_output(out: Path, config: SweepConfig) -> set[tuple[str, str, str, int]]:
+    """Create ``out`` for this sweep, or resume it; returns the runs already done.
+
+    A directory that holds another sweep (other settings) or files that are not a sweep's is refused,
+    so nothing is overwritten."""
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / SWEEP_FILE
+    wanted = config.to_json()
+    if marker.exists():
+        held = json.loads(marker.read_text())
+        if held != wanted:
+            diff = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
+            raise ConfigError(f"{out} holds another sweep (it differs in {', '.join(diff)}); choose another --out, "
+                              "or repeat that sweep's settings to resume it")
+    elif any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty and holds no sweep ({SWEEP_FILE}); choose an empty or new --out")
+    else:
+        marker.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+    results = out / RESULTS
+    return {(r.method, r.split, r.template, r.run) for r in read_results(results)} if results.exists() else set()
+
+
+def append_result(out: Path, record: RunRecord) -> None:
+    """One line into results.jsonl, whole, under a lock (workers append to the same file)."""
+    line = json.dumps(record.to_json(), sort_keys=False) + "\n"
+    with open(out / RESULTS, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.write(line)
+            handle.flush()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def progress(total: int, done: int, enabled: bool) -> Iterator[Callable[[RunRecord], None]]:
+    """A tqdm bar of runs with ETA, tokens and money so far; yields the per-run update."""
+    from tqdm import tqdm
+
+    tokens, money = [0], [0.0]
+    bar = tqdm(total=total, initial=done, unit="run", disable=not enabled, dynamic_ncols=True)
+
+    def update(record: RunRecord) -> None:
+        tokens[0] += record.tokens
+        money[0] += record.cost_usd
+        bar.set_postfix_str(f"{record.method} {record.split} {record.template}: {record.outcome}; "
+                            f"{tokens[0]:,} tokens, ${money[0]:.4f}")
+        bar.update(1)
+
+    try:
+        yield update
+    finally:
+        bar.close()
+
+
+def prepare_episode(task_cls: type, run: ScheduledRun) -> Any:
+    """The scheduled run's episode: attributes and scene from its seed."""
+    return task_cls.sample(np.random.default_rng(run.seed), run.split)
+
+
+def split_methods(methods: Sequence[str], workers: int) -> list[list[str]]:
+    """Methods dealt round-robin to ``workers`` (each method wholly on one worker)."""
+    groups: list[list[str]] = [[] for _ in range(max(1, min(workers, len(methods))))]
+    for index, method in enumerate(methods):
+        groups[index % len(groups)].append(method)
+    return groups
+
