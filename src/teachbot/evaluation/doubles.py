@@ -164,8 +164,10 @@ def _swap_literals(source: str, swaps: list[tuple[str, str]]) -> str:
             continue
         text = lines[line - 1]
         literal = text[col:end_col]
-        for old, new in swaps:
-            literal = re.sub(rf"\b{re.escape(old)}\b", new, literal)
+        if swaps:  # all at once: 'cyan'->'purple' and 'purple'->'pink' must not chain
+            table = dict(swaps)
+            pattern = "|".join(rf"\b{re.escape(old)}\b" for old in sorted(table, key=len, reverse=True))
+            literal = re.sub(pattern, lambda m: table[m.group(0)], literal)
         lines[line - 1] = text[:col] + literal + text[end_col:]
     return "\n".join(lines)
 

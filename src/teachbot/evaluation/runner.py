@@ -55,7 +55,8 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
                 continue
             models = make_models(METHODS[name])
             agent = ConsoleAgent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
-                                 person=config.person, seed=config.seed, run_timeout=config.run_timeout)
+                                 person=config.person, seed=config.seed, run_timeout=config.run_timeout,
+                                 memory_config=_memory_config(config))
             try:
                 for run in runs:
                     record = _one_run(agent, models, client, tasks[run.template], run)
@@ -66,6 +67,16 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
     finally:
         if stack is not None:
             stack.stop()
+
+
+def _memory_config(config: SweepConfig) -> Any:
+    """config/memory.yaml, with the sweep's seed examples when it names them."""
+    import dataclasses
+
+    from teachbot.memory.config import MemoryConfig
+
+    settings = MemoryConfig.load()
+    return dataclasses.replace(settings, seeds_dir=Path(config.seeds_dir).resolve()) if config.seeds_dir else settings
 
 
 def _objects(client: Any) -> dict[str, list[float]]:

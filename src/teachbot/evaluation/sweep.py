@@ -40,14 +40,16 @@ class SweepConfig:
     splits: tuple[str, ...] = SPLITS
     runs: int = 10
     templates: int = 0  # the first N templates of each split (0: all)
+    only: tuple[str, ...] = ()  # these template keys only (empty: as ``templates`` says)
     seed: int = 0
     person: PersonConfig = field(default_factory=PersonConfig)
     llm: dict[str, str] = field(default_factory=dict)  # backend, model, base_url (what answered)
     run_timeout: float = 300.0
+    seeds_dir: str = ""  # seed examples of every method's store ("" = memory_store/, as config/memory.yaml says)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["methods"], data["splits"] = list(self.methods), list(self.splits)
+        data["methods"], data["splits"], data["only"] = list(self.methods), list(self.splits), list(self.only)
         return data
 
 
@@ -70,11 +72,12 @@ def scene_seed(sweep_seed: int, split: str, template: str, run: int) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def templates_of(split: str, tasks: dict[str, type], limit: int = 0) -> list[str]:
-    """The template keys of a split in benchmark order (the first ``limit`` when set)."""
+def templates_of(split: str, tasks: dict[str, type], limit: int = 0, only: Sequence[str] = ()) -> list[str]:
+    """The template keys of a split in benchmark order (the first ``limit`` when set; of ``only`` when given)."""
     benchmark = Benchmark.load()
     order = {t: i for i, t in enumerate(benchmark.split_instructions(split))}
-    keys = sorted((k for k, cls in tasks.items() if split in cls.splits()), key=lambda k: order.get(tasks[k].template, 99))
+    keys = sorted((k for k, cls in tasks.items() if split in cls.splits() and (not only or k in only)),
+                  key=lambda k: order.get(tasks[k].template, 99))
     return keys[:limit] if limit else keys
 
 
@@ -83,7 +86,7 @@ def schedule(config: SweepConfig, tasks: dict[str, type]) -> list[ScheduledRun]:
     return [
         ScheduledRun(method, split, template, run, scene_seed(config.seed, split, template, run))
         for method in config.methods for split in config.splits
-        for template in templates_of(split, tasks, config.templates) for run in range(config.runs)
+        for template in templates_of(split, tasks, config.templates, config.only) for run in range(config.runs)
     ]
 
 
@@ -97,6 +100,9 @@ def validate(config: SweepConfig, tasks: dict[str, type], methods: Sequence[str]
             raise ConfigError(f"unknown method {method!r}; methods: {', '.join(methods)}")
     if config.runs < 1:
         raise ConfigError(f"--runs must be at least 1, got {config.runs}")
+    for key in config.only:
+        if key not in tasks:
+            raise ConfigError(f"unknown template {key!r}; templates: {', '.join(tasks)}")
     if config.templates < 0:
         raise ConfigError(f"--templates must be 0 (all) or more, got {config.templates}")
 
