@@ -94,8 +94,8 @@ def test_bad_input_is_one_clear_line_and_nothing_is_overwritten(client, tmp_path
 def test_the_imitator_carries_the_differing_words_over_at_once():
     from teachbot.evaluation.doubles import _swap_literals, _swaps
 
-    swaps = _swaps("pick up the cyan block and place it on the purple bowl".split(),
-                   "pick up the purple block and place it on the pink bowl".split())
+    before, after = "pick up the cyan block and place it on the purple bowl", "pick up the purple block and place it on the pink bowl"
+    swaps = _swaps(before.split(" "), after.split(" "))
     assert swaps == [("cyan", "purple"), ("purple", "pink")]
     assert _swap_literals("put_first_on_second('cyan block', 'purple bowl')", swaps) == \
         "put_first_on_second('purple block', 'pink bowl')"

@@ -159,14 +159,14 @@ def _swap_literals(source: str, swaps: list[tuple[str, str]]) -> str:
     spans = sorted({(n.lineno, n.col_offset, n.end_lineno, n.end_col_offset) for n in ast.walk(tree)
                     if isinstance(n, ast.Constant) and isinstance(n.value, str)}, reverse=True)
     lines = source.split("\n")
+    table = dict(swaps)
+    pattern = "|".join(rf"\b{re.escape(old)}\b" for old in sorted(table, key=len, reverse=True))
     for line, col, end_line, end_col in spans:
         if line != end_line:
             continue
         text = lines[line - 1]
         literal = text[col:end_col]
-        if swaps:  # all at once: 'cyan'->'purple' and 'purple'->'pink' must not chain
-            table = dict(swaps)
-            pattern = "|".join(rf"\b{re.escape(old)}\b" for old in sorted(table, key=len, reverse=True))
+        if table:  # all at once: 'cyan'->'purple' and 'purple'->'pink' must not chain
             literal = re.sub(pattern, lambda m: table[m.group(0)], literal)
         lines[line - 1] = text[:col] + literal + text[end_col:]
     return "\n".join(lines)
