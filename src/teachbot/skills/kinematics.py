@@ -104,13 +104,23 @@ class KinematicsModel:
         best_err = np.inf
         for start in (np.asarray(seed, float), np.asarray(self.profile.home, float), *self._starts):
             q, err = self._solve(position, orientation, start)
-            if err < IK_TOLERANCE:
+            if err < IK_TOLERANCE and self._clear_of_table(q, position):
                 return q
             best_err = min(best_err, err)
         raise UnreachableError(
             f"cannot reach ({position[0]:.3f}, {position[1]:.3f}, {position[2]:.3f}) with the gripper pointing "
             f"down (closest {best_err * 100:.1f} cm away); the arm cannot get there, choose another point"
         )
+
+    def _clear_of_table(self, q: np.ndarray, target: np.ndarray) -> bool:
+        """No link origin of the arm past the shoulder below the table top (the base's height):
+        postures from the extra starts may fold an elbow into the table."""
+        self._set(q)
+        for j in self.arm[2:]:
+            z = pb.getLinkState(self.body, j, computeForwardKinematics=True, physicsClientId=self.client)[4][2]
+            if z < self.profile.base_position[2]:
+                return False
+        return True
 
     def _solve(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray) -> tuple[np.ndarray, float]:
         best, best_err = seed, np.inf
