@@ -18,7 +18,7 @@ import sys
 from teachbot.errors import TeachbotError
 
 # modules of teachbot.commands, in the order `teachbot --help` lists them
-COMMANDS = ("sim", "robot", "chat", "memory", "demo", "record", "replay")
+COMMANDS = ("sim", "robot", "chat", "memory", "demo", "record", "replay", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -111,7 +111,8 @@ def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFact
            done: set[tuple[str, str, str, int]]) -> None:
     from teachbot.ros_env import configure_loopback
 
-    configure_loopback()  # a ROS domain of its own
+    os.environ.pop("ROS_DOMAIN_ID", None)  # the parent's id came along: reserve one of its own
+    configure_loopback()
     import rclpy
 
     rclpy.init()

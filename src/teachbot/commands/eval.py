@@ -1,0 +1,157 @@
+"""``teachbot eval cap ...`` runs the core paper's tabletop protocol; ``teachbot eval report DIR`` writes its report.
+
+    teachbot eval cap --methods ours,ours-no-learning --splits SA-SI,UA-UI --runs 10 \\
+        --llm-base-url URL --llm-model NAME --out DIR [--workers N] [--templates N] [--person template|llm]
+    teachbot eval report DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachbot.errors import ConfigError
+
+STAND_INS = ("oracle", "err-once", "imitator")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``eval`` parser with its ``cap`` and ``report`` subcommands."""
+    ev = sub.add_parser("eval", help="evaluate the robot: the core paper's tabletop protocol, and its report")
+    kinds = ev.add_subparsers(dest="eval_command", required=True)
+    cap = kinds.add_parser("cap", help="the Code-as-Policies tabletop protocol (s, i, n per split)")
+    cap.add_argument("--methods", default="ours", help="comma-separated: ours, ours-no-learning, ours-no-retrieval, "
+                     "ours-no-improve, ours-k4 (default ours)")
+    cap.add_argument("--splits", default="SA-SI,UA-SI,UA-UI", help="comma-separated splits (default all three)")
+    cap.add_argument("--runs", type=int, default=10, help="runs per template (default 10)")
+    cap.add_argument("--templates", type=int, default=0, help="only the first N templates of each split (default all)")
+    cap.add_argument("--template", action="append", default=[], metavar="KEY", help="only this template (repeatable)")
+    cap.add_argument("--seed", type=int, default=0, help="the sweep's seed: scenes and the person's sentences")
+    cap.add_argument("--out", required=True, help="output directory (a new one, or the same sweep's to resume)")
+    cap.add_argument("--workers", type=int, default=1, help="isolated stacks running methods in parallel")
+    cap.add_argument("--person", default="template", choices=("template", "llm"), help="the simulated person")
+    cap.add_argument("--remember-share", type=float, default=0.5, help="share of corrections that ask to remember")
+    cap.add_argument("--max-corrections", type=int, default=3, help="corrections per run before it fails")
+    cap.add_argument("--run-timeout", type=float, default=300.0, help="seconds one run may take")
+    cap.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
+    cap.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
+    cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    cap.add_argument("--stand-in", default="", choices=("", *STAND_INS),
+                     help="no LLM: a stand-in model that proves the harness, not any model")
+    cap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cap.set_defaults(func=run_cap)
+    report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
+    report.add_argument("directory")
+    report.set_defaults(func=run_report)
+
+
+@dataclass(frozen=True)
+class CliModels:
+    """The models of every method: from config/llm.yaml and the command line, or a stand-in (picklable for workers)."""
+
+    llm: dict[str, Any]
+    stand_in: str = ""
+
+    def __call__(self, method: Any) -> Any:
+        from teachbot.evaluation.harness import AgentModels
+
+        if self.stand_in:
+            from teachbot.evaluation import doubles
+
+            interaction = {"oracle": doubles.OracleModel, "err-once": doubles.ErrOnceModel,
+                           "imitator": doubles.ImitatorModel}[self.stand_in]()
+            return AgentModels(interaction, None, doubles.TeacherModel())
+        from teachbot.llm.factory import model_from_config
+
+        return AgentModels(model_from_config(self.llm, "interaction"), model_from_config(self.llm, "function_generation"),
+                           model_from_config(self.llm, "improvement"), person=model_from_config(self.llm, "interaction"))
+
+
+def _llm(args: argparse.Namespace) -> dict[str, Any]:
+    from teachbot.llm.factory import load_llm_config
+    from teachbot.nodeset import apply_llm_arguments
+
+    raw = load_llm_config(args.llm_config or None)
+    if args.llm_base_url or args.llm_model:
+        raw = apply_llm_arguments(raw, "openai", args.llm_model, args.llm_base_url)
+    return raw
+
+
+def check_endpoint(raw: dict[str, Any]) -> str:
+    """The interaction role's endpoint answers (GET /models: no completion, nothing billed); returns its URL."""
+    import openai
+
+    from teachbot.llm.factory import role_settings
+    from teachbot.llm.openai_model import OpenAIModel
+
+    settings = role_settings(raw, "interaction")
+    if settings["backend"] != "openai":
+        return settings["backend"]
+    model = OpenAIModel(str(settings.get("model", "")), base_url=str(settings.get("base_url", "")),
+                        api_key_env=str(settings.get("api_key_env", "OPENAI_API_KEY")), api_key=str(settings.get("api_key", "")))
+    client = openai.OpenAI(base_url=model.base_url, api_key=model._client.api_key, timeout=10.0, max_retries=0)
+    try:
+        client.models.list()
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        raise ConfigError(f"cannot reach the LLM endpoint {model.base_url} ({type(exc).__name__}); check --llm-base-url "
+                          "and that the server is running") from None
+    except openai.APIStatusError as exc:
+        if exc.status_code in (401, 403):
+            raise ConfigError(f"the LLM endpoint {model.base_url} refused the API key (HTTP {exc.status_code}); "
+                              "check OPENAI_API_KEY") from None
+    return model.base_url
+
+
+def run_cap(args: argparse.Namespace) -> int:
+    """Run (or resume) the sweep, then write the report."""
+    from teachbot.evaluation.benchmark import SPLITS
+    from teachbot.evaluation.person import PersonConfig
+    from teachbot.evaluation.report import write_report
+    from teachbot.evaluation.runner import run_sweep
+    from teachbot.evaluation.sweep import SweepConfig
+
+    splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
+    for split in splits:
+        if split not in SPLITS:
+            raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+    raw = _llm(args)
+    if args.stand_in:
+        where = {"stand_in": args.stand_in}
+    else:
+        url = check_endpoint(raw)
+        from teachbot.llm.factory import role_settings
+
+        settings = role_settings(raw, "interaction")
+        where = {"backend": str(settings["backend"]), "model": str(settings.get("model", "")), "base_url": url}
+    config = SweepConfig(
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
+        templates=args.templates, only=tuple(args.template), seed=args.seed,
+        person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
+        llm=where, run_timeout=args.run_timeout)
+    results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in), workers=args.workers,
+                        show_progress=not args.no_progress and sys.stderr.isatty())
+    report = write_report(results.parent, _published())
+    print(f"results: {results}\nreport: {report}", flush=True)
+    return 0
+
+
+def _published() -> dict[str, dict[str, Any]]:
+    from teachbot.config import load_yaml
+    from teachbot.paths import config_path
+
+    protocol = load_yaml(config_path("benchmarks", "cap_tabletop.yaml"))["protocol"]
+    return {"core paper, GPT-4": protocol["published_results_gpt4"], "core paper, GPT-3.5": protocol["published_results_gpt35"]}
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """summary.json, report.md and the plots of a finished (or partial) sweep."""
+    from teachbot.evaluation.report import write_report
+
+    directory = Path(args.directory)
+    if not (directory / "results.jsonl").is_file():
+        raise ConfigError(f"{directory} has no results.jsonl; pass the --out directory of `teachbot eval cap`")
+    print(write_report(directory, _published()), flush=True)
+    return 0
