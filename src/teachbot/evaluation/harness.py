@@ -36,12 +36,14 @@ LEARNING_MODES = ("improve", "store_raw", "off")
 
 @dataclass(frozen=True)
 class Method:
-    """A way of running the robot: the console with ``k`` retrieved examples and a learning mode."""
+    """A way of running the robot: ``kind`` console (ours, with ``k`` retrieved examples and a learning
+    mode) or a baseline's kind (teachbot.evaluation.baselines)."""
 
     name: str
     k: int = 16
     learning: str = "improve"
     description: str = ""
+    kind: str = "console"
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (

@@ -54,9 +54,9 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
             if not runs:
                 continue
             models = make_models(METHODS[name])
-            agent = ConsoleAgent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
-                                 person=config.person, seed=config.seed, run_timeout=config.run_timeout,
-                                 memory_config=_memory_config(config))
+            agent = make_agent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
+                               person=config.person, seed=config.seed, run_timeout=config.run_timeout,
+                               memory_config=_memory_config(config))
             try:
                 for run in runs:
                     record = _one_run(agent, models, client, tasks[run.template], run)
@@ -67,6 +67,16 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
     finally:
         if stack is not None:
             stack.stop()
+
+
+def make_agent(method: Method, store: Path, models: AgentModels, client: Any, objects: Callable[[], dict],
+               **options: Any) -> Any:
+    """The agent that runs ``method``: the console (ours and its ablations) or a baseline."""
+    if method.kind == "console":
+        return ConsoleAgent(method, store, models, client, objects, **options)
+    from teachbot.evaluation.baselines import make_baseline
+
+    return make_baseline(method, store, models, client, objects, **options)
 
 
 def _memory_config(config: SweepConfig) -> Any:
