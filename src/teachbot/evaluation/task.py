@@ -180,12 +180,13 @@ def place_objects(rng: np.random.Generator, wanted: Sequence[tuple[str, str]], t
         placed: list[ObjectSpec] = []
         for category, color in order:
             for _ in range(100):
-                xy = (float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1)))
+                # rounded as SceneSpec.to_yaml writes them, so the sim builds exactly the checked scene
+                xy = (round(float(rng.uniform(x0, x1)), 6), round(float(rng.uniform(y0, y1)), 6))
                 if all(np.hypot(xy[0] - o.position[0], xy[1] - o.position[1]) >= table.min_separation for o in placed):
                     break
             else:
                 break
-            yaw = float(rng.uniform(-np.pi / 4, np.pi / 4)) if category == "block" else 0.0
+            yaw = round(float(rng.uniform(-np.pi / 4, np.pi / 4)), 6) if category == "block" else 0.0
             placed.append(ObjectSpec(f"{color} {category}", category, color, xy, yaw))
         if len(placed) == len(order):
             return SceneSpec(tuple(placed))
