@@ -52,6 +52,12 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("ours-no-retrieval", k=64, description="as ours with k=64: (nearly) every example, no selection"),
     Method("ours-no-improve", learning="store_raw", description="as ours, the interaction stored as it was"),
     Method("ours-k4", k=4, description="as ours with k=4"),
+    Method("cap", k=0, learning="off", kind="cap",
+           description="Code as Policies: the whole program at once from a few-shot prompt; an exception ends the run"),
+    Method("dynamic-cap", k=16, learning="store_raw", kind="dynamic-cap",
+           description="cap plus the k=16 most similar stored (instruction, program) examples; successful runs stored"),
+    Method("helper", k=16, learning="store_raw", kind="helper",
+           description="HELPER-style: retrieved successful programs, errors self-reflected (2 tries), feedback a new command"),
 )}
 
 
