@@ -67,6 +67,7 @@ def test_replies_are_read_tolerantly_and_runs_become_examples():
     assert cap_example(text) == ("objects = ['blue bowl', 'red block']\n# put the red block in the blue bowl\nsay('ok')\n"
                                  "# no, in the bowl\nput_first_on_second('red block', 'blue bowl')")
     seed = (">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'stack them'}\n>>> get_obj_names()\n['a block', 'b block']\n"
+            ">>> blocks\n['a block', 'b block']\n>>> {b: get_obj_pos(b) for b in blocks}\n{}\n"
             ">>> put_first_on_second('a block', 'b block')\n'success'\n>>> learn_from_interaction()\n>>> wait_for_trigger()")
     assert cap_example(seed) == "# stack them\nobjects = ['a block', 'b block']\nput_first_on_second('a block', 'b block')"
 

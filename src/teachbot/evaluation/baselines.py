@@ -70,17 +70,20 @@ def one_line(text: str) -> str:
 
 
 def _console_only(source: str) -> bool:
+    """A console-only call, or a bare expression without a call at its top (the console's inspection)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return False
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and not isinstance(tree.body[0].value, ast.Call):
+        return True
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in CONSOLE_ONLY
                for n in ast.walk(tree))
 
 
 def cap_example(transcript: str) -> str:
     """A console transcript as a CaP example: ``objects = [...]`` from a ``get_obj_names()`` output, the
-    person's words as ``# ...`` lines, the code between them (console-only calls and other output dropped)."""
+    person's words as ``# ...`` lines, the code between them (console-only calls, inspections and output dropped)."""
     parsed = Transcript.parse(transcript)
     said = person_outputs(parsed.entries)
     lines: list[str] = []
