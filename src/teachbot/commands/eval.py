@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     kinds = ev.add_subparsers(dest="eval_command", required=True)
     cap = kinds.add_parser("cap", help="the Code-as-Policies tabletop protocol (s, i, n per split)")
     cap.add_argument("--methods", default="ours", help="comma-separated: ours, ours-no-learning, ours-no-retrieval, "
-                     "ours-no-improve, ours-k4 (default ours)")
+                     "ours-no-improve, ours-k4, and the baselines cap, dynamic-cap, helper (default ours)")
     cap.add_argument("--splits", default="SA-SI,UA-SI,UA-UI", help="comma-separated splits (default all three)")
     cap.add_argument("--runs", type=int, default=10, help="runs per template (default 10)")
     cap.add_argument("--templates", type=int, default=0, help="only the first N templates of each split (default all)")
@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
     cap.add_argument("--stand-in", default="", choices=("", *STAND_INS),
-                     help="no LLM: a stand-in model that proves the harness, not any model")
+                     help="no LLM: a stand-in model that proves the harness, not any model (baselines: the expert "
+                          "plan as one program)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
     report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
@@ -61,6 +62,10 @@ class CliModels:
         if self.stand_in:
             from teachbot.evaluation import doubles
 
+            if method.kind != "console":  # the baselines write whole programs: the plan as one program
+                from teachbot.evaluation.baselines import PlanProgramModel
+
+                return AgentModels(PlanProgramModel(), None, doubles.TeacherModel())
             interaction = {"oracle": doubles.OracleModel, "err-once": doubles.ErrOnceModel,
                            "imitator": doubles.ImitatorModel}[self.stand_in]()
             return AgentModels(interaction, None, doubles.TeacherModel())
