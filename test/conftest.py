@@ -76,3 +76,9 @@ def sim_camera(stack):
     sim.periods["camera"] = 1.0 / sim.camera.rate
     yield sim
     sim.periods["camera"] = float("inf")
+
+
+def pytest_configure(config):
+    """Markers of this suite: ``slow`` runs (e.g. 50 expert scenes per template) are opt-in."""
+    config.addinivalue_line("markers", "slow: long runs (50 expert scenes per template); select with -m slow "
+                                       "or TEACHBOT_SLOW_TESTS=1")

@@ -2,7 +2,7 @@
 the real sim and skills nodes, must leave a world state that the task's own success check accepts.
 
 The normal run tries EXPERT_SCENES (default 3) sampled scenes per template; the issue's full check,
-48 of 50 scenes per template (~700 pick-and-places, ~15 minutes), is marked ``slow`` and runs only when
+48 of 50 scenes per template (~700 pick-and-places, ~25-35 minutes), is marked ``slow`` and runs only when
 asked for: ``pytest -m slow test/test_eval_experts.py`` (or TEACHBOT_SLOW_TESTS=1).
 """
 
