@@ -100,3 +100,23 @@ def test_the_imitator_carries_the_differing_words_over_at_once():
     assert _swap_literals("put_first_on_second('cyan block', 'purple bowl')", swaps) == \
         "put_first_on_second('purple block', 'pink bowl')"
     assert _swap_literals("say(cyan)", swaps) == "say(cyan)"  # names outside string literals stay
+
+
+def test_an_llm_outage_stops_the_sweep_and_records_nothing(client, tmp_path):
+    from teachbot.llm.base import LLMError
+    from teachbot.llm.scripted import ScriptedModel
+
+    calls = []
+
+    def down(prompt):
+        calls.append(prompt)
+        raise LLMError("LLM endpoint http://127.0.0.1:9/v1 still failing after 5 attempts (last: HTTP 503)")
+
+    def make(method):
+        return AgentModels(ScriptedModel(respond=down), None, TeacherModel())
+
+    config = SweepConfig(methods=("ours",), splits=("SA-SI",), runs=3, only=("block_in_bowl",))
+    with pytest.raises(LLMError, match="sweep stopped at ours SA-SI block_in_bowl run 0; run the same command again"):
+        run_sweep(config, tmp_path, make, show_progress=False, client=client)
+    assert len(calls) == 1  # one call for the first run, then nothing: no loop over a dead endpoint
+    assert not (tmp_path / "results.jsonl").exists() or (tmp_path / "results.jsonl").read_text() == ""

@@ -28,7 +28,7 @@ from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situat
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples
 from teachbot.interaction.core import ENDED
 from teachbot.learning.improver import Improver
-from teachbot.llm.base import Model
+from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter
 
 LEARNING_MODES = ("improve", "store_raw", "off")
@@ -202,6 +202,11 @@ class ConsoleAgent:
         started = time.monotonic()
         while not self.dialog.over:
             reason = self.core.run_episode()
+            if reason.startswith("LLM unavailable"):
+                # not the robot's doing: stop the sweep, record nothing; the same command resumes at this run
+                raise LLMError(f"{reason.removeprefix('LLM unavailable: ')} (the sweep stopped at {prepared.method} "
+                               f"{prepared.split} {prepared.template} run {prepared.run}; run the same command again "
+                               "to resume)")
             if reason == ENDED or self.dialog.over:
                 break
             # the console stopped by itself (errors, round limit, LLM outage): a return of control all the same
