@@ -1,4 +1,7 @@
-"""Running console statements (an expert's, later a model's) against the robot API functions.
+"""Running the experts' console statements (our own, trusted code) against the robot API functions.
+
+Never for a model's code: that runs only in the sandbox (teachbot.console.sandbox), as the console and
+the baselines do.
 
 A light stand-in for the console: each statement is executed in one namespace that holds the robot
 functions, the way the sandbox binds them; an exception is recorded as the console would print it,
