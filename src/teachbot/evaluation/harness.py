@@ -136,8 +136,8 @@ class EvalDialog(DialogChannel):
 class LocalLearner:
     """learn_from_interaction() in this process: the improvement chain, then the method's store."""
 
-    def __init__(self, improver: Improver, memory: Any, episode_of: Callable[[], str]) -> None:
-        self.improver, self.memory, self.episode_of = improver, memory, episode_of
+    def __init__(self, improver: Improver, memory: Any) -> None:
+        self.improver, self.memory = improver, memory
 
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
         from teachbot.memory.example import InteractionExample
@@ -191,7 +191,7 @@ class ConsoleAgent:
             api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
             examples=LocalExamples(memory=self.memory),
             config=CoreConfig(session=session or SessionConfig(), examples_k=method.k),
-            learner=LocalLearner(Improver(models.improvement, api, method.learning), self.memory, lambda: self.core.episode_id),
+            learner=LocalLearner(Improver(models.improvement, api, method.learning), self.memory),
             scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
         )
 
