@@ -167,6 +167,17 @@ def _read(text: str, partial: bool) -> _Reading:
     return _Reading(lines, found, removed, seen, unclosed, rest)
 
 
+def strip_reasoning(text: str) -> str:
+    """``text`` without its reasoning blocks, by the reply reader's rules (also for prose answers)."""
+    return _strip_reasoning(_normalize(text))[0].strip()
+
+
+def code_block(text: str) -> str:
+    """The first fenced block of ``text`` (any language tag), else ``text`` itself."""
+    match = re.search(r"```[\w+-]*[ \t]*\n(.*?)```", text, re.S)
+    return match.group(1) if match else text
+
+
 def _normalize(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 

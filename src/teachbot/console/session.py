@@ -16,7 +16,6 @@ the statement that calls them.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from teachbot.console._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
 from teachbot.console.completion import syntax_error
 from teachbot.console.prompt import PromptBuilder, load_prompt
-from teachbot.console.reply import Reply, first_statement_complete, read_reply
+from teachbot.console.reply import Reply, code_block, first_statement_complete, read_reply
 from teachbot.console.sandbox import RunResult, SandboxExecutor
 from teachbot.console.transcript import Entry, Transcript
 from teachbot.llm.base import Completion, Model
@@ -197,7 +196,7 @@ class ConsoleSession:
         model = self.function_model
         if model is None:
             return None
-        text = strip_fences(model.generate(prompt, stop=()).text)
+        text = code_block(model.generate(prompt, stop=()).text)
         return extract_definition(text, name)
 
 
@@ -221,12 +220,6 @@ def undefined_calls(source: str, known: set[str]) -> set[str]:
             local.add(node.id)
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     return {name for name in called - known - local if not name.startswith("_")}
-
-
-def strip_fences(text: str) -> str:
-    """Remove Markdown code fences a chat model may wrap code in."""
-    match = re.search(r"```(?:python)?\n(.*?)```", text, re.S)
-    return match.group(1) if match else text
 
 
 def extract_definition(text: str, name: str) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from teachbot.console.prompt import load_prompt
 from teachbot.console.registry import RobotApi
+from teachbot.console.reply import code_block, strip_reasoning
 from teachbot.console.transcript import Transcript, utterance_text
 from teachbot.console.validate import transcript_problems
 from teachbot.llm.base import Model
@@ -166,25 +167,9 @@ class Improver:
 
 
 # ---------------------------------------------------------------------------------------- verdict
-_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
-_THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.I)
-_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
 _LABEL = re.compile(r"^(?:\*\*)?(?:final answer|answer|verdict|problem|description)(?:\*\*)?\s*:\s*(?:\*\*)?\s*", re.I)
 _JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _DESCRIPTION_KEYS = ("description", "reason", "explanation", "problem_description")
-
-
-def strip_reasoning(text: str) -> str:
-    """``text`` without ``<think>...</think>`` blocks (a reply that starts inside one keeps what follows
-    its closing tag; an unclosed one drops the rest)."""
-    text = _THINK_BLOCK.sub("", text)
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end():]
-    opened = _THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
-    return text.strip()
 
 
 def parse_verdict(answer: str) -> Verdict:
@@ -268,12 +253,6 @@ def _verdict_of(value: dict[Any, Any]) -> Verdict | None:
 
 
 # ---------------------------------------------------------------------------------------- improved transcript
-def code_block(answer: str) -> str:
-    """The first fenced block of ``answer`` (any language tag), else the answer itself."""
-    match = re.search(r"```[\w+-]*[ \t]*\n(.*?)```", answer, re.S)
-    return match.group(1) if match else answer
-
-
 def improved_transcript_problem(improved: str, history: str, scene_objects: Sequence[str], api: RobotApi) -> str:
     """Why ``improved`` may not be stored as the lesson of ``history`` ('' when it may)."""
     problems = transcript_problems(improved, api, forbid=("learn_from_interaction",))
