@@ -34,11 +34,10 @@ from teachbot.console.reply import read_reply
 from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Transcript, person_outputs, utterance_text
-from teachbot.evaluation.harness import AgentModels, EvalDialog, Method, PreparedRun
+from teachbot.evaluation.harness import AgentModels, EvalDialog, Method, PreparedRun, run_record, usage_meter
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, TemplatePerson
 from teachbot.llm.base import SYSTEM_END
-from teachbot.llm.pricing import UsageMeter
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory.example import InteractionExample
 
@@ -144,12 +143,7 @@ class BaselineAgent:
         if method.kind not in KINDS:
             raise ValueError(f"{method.name}: a baseline's kind is one of {', '.join(KINDS)}, got {method.kind!r}")
         self.method, self.models, self.objects, self.run_timeout = method, models, objects, run_timeout
-        self.usage = UsageMeter()
-        for role, model in (("interaction", models.interaction), ("function_generation", models.function_generation),
-                            ("improvement", models.improvement), ("person", models.person)):
-            add = getattr(model, "add_listener", None)
-            if add is not None:
-                add(lambda completion, _prompt, role=role: self.usage.add(role, completion))
+        self.usage = usage_meter(models)
         self.memory = None
         if method.kind != "cap":
             from teachbot.memory.config import MemoryConfig
@@ -208,11 +202,7 @@ class BaselineAgent:
                 instructions=tuple(said for said, _ in turns), episode_id=_episode_id(prepared),
                 author_model=getattr(self.models.interaction, "name", "")))
         self.log.add_code("wait_for_trigger()")
-        total = self.usage.totals()["total"]
-        return RunRecord(prepared.method, prepared.split, prepared.template, prepared.run, prepared.instruction,
-                         tuple(self.dialog.returns), tokens=total["input_tokens"] + total["output_tokens"],
-                         cost_usd=round(total["cost"], 6), wall_s=round(time.monotonic() - started, 3),
-                         extra={**prepared.extra, "transcript": self.log.render()})
+        return run_record(prepared, self.dialog.returns, self.usage, started, self.log.render())
 
     def _attempt(self, names: list[str], turns: list[tuple[str, Program]], command: str) -> tuple[_Attempt, str | None]:
         """A whole program for ``command`` and its run (helper: reflected on while it raises); the state

@@ -162,6 +162,27 @@ class AgentModels:
     person: Model | None = None
 
 
+def usage_meter(models: AgentModels) -> UsageMeter:
+    """A meter of every call of a method's models, across its runs and episodes (reset per run)."""
+    usage = UsageMeter()
+    for role, model in (("interaction", models.interaction), ("function_generation", models.function_generation),
+                        ("improvement", models.improvement), ("person", models.person)):
+        add = getattr(model, "add_listener", None)
+        if add is not None:
+            add(lambda completion, _prompt, role=role: usage.add(role, completion))
+    return usage
+
+
+def run_record(prepared: PreparedRun, returns: Sequence[Return], usage: UsageMeter, started: float,
+               transcript: str) -> RunRecord:
+    """The results.jsonl line of a finished run: its returns, tokens and cost since ``usage.reset()``."""
+    total = usage.totals()["total"]
+    return RunRecord(prepared.method, prepared.split, prepared.template, prepared.run, prepared.instruction,
+                     tuple(returns), tokens=total["input_tokens"] + total["output_tokens"],
+                     cost_usd=round(total["cost"], 6), wall_s=round(time.monotonic() - started, 3),
+                     extra={**prepared.extra, "transcript": transcript})
+
+
 class ConsoleAgent:
     """The robot's console for one method: its own learned store, kept across all of its runs."""
 
@@ -174,12 +195,7 @@ class ConsoleAgent:
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
         self.method, self.models = method, models
-        self.usage = UsageMeter()  # every call of this method's models, across runs and episodes
-        for role, model in (("interaction", models.interaction), ("function_generation", models.function_generation),
-                            ("improvement", models.improvement), ("person", models.person)):
-            add = getattr(model, "add_listener", None)
-            if add is not None:
-                add(lambda completion, _prompt, role=role: self.usage.add(role, completion))
+        self.usage = usage_meter(models)
         settings = dataclasses.replace(memory_config or MemoryConfig.load(), learned_dir=Path(store).resolve())
         self.memory = EpisodicMemory.open(settings, embedder=embedder)
         rng = np.random.default_rng(seed)
@@ -215,11 +231,8 @@ class ConsoleAgent:
             if reaction.ends_run:
                 break
             self.dialog.pending = reaction.utterance  # the next episode begins with the correction
-        total = self.usage.totals()["total"]
-        return RunRecord(prepared.method, prepared.split, prepared.template, prepared.run, prepared.instruction,
-                         tuple(self.dialog.returns), tokens=total["input_tokens"] + total["output_tokens"],
-                         cost_usd=round(total["cost"], 6), wall_s=round(time.monotonic() - started, 3),
-                         extra={**prepared.extra, "transcript": self.core.session.transcript.render() if self.core.session else ""})
+        transcript = self.core.session.transcript.render() if self.core.session else ""
+        return run_record(prepared, self.dialog.returns, self.usage, started, transcript)
 
     def close(self) -> None:
         self.core.shutdown()
