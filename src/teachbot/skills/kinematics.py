@@ -5,6 +5,8 @@ The same model serves a simulated and a real arm: it never touches the simulatio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pybullet as pb
 
@@ -21,6 +23,7 @@ IK_ORIENTATION_TOLERANCE = 0.02  # 1 - |<q_asked, q_reached>|
 # joint ranges (deterministic, so a plan repeats) find it.
 IK_EXTRA_STARTS = 24
 IK_STARTS_SEED = 7
+DISTINCT_POSTURE = 0.2  # rad: two IK answers further apart than this in some joint are different postures
 
 
 class KinematicsModel:
@@ -93,24 +96,45 @@ class KinematicsModel:
                 f"[{self.lower[i]:.3f}, {self.upper[i]:.3f}]; choose another target"
             )
 
-    def ik(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    def ik(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray, local: bool = False) -> np.ndarray:
         """Arm joints reaching ``position``/``orientation``, preferring solutions near ``seed``.
 
         Null-space IK towards the home posture first (keeps the elbow up), then a plain refinement,
-        from ``seed`` and, if that fails, from the home posture and then from fixed starts spread over
-        the joint ranges; every answer is checked by FK and against the joint limits.
+        from ``seed`` and, if that fails and ``local`` is false, from the home posture and then from
+        fixed starts spread over the joint ranges; every answer is checked by FK and against the
+        joint limits. ``local`` keeps the answer in the seed's posture (for waypoints of a line).
         """
-        position = np.asarray(position, float)
         best_err = np.inf
-        for start in (np.asarray(seed, float), np.asarray(self.profile.home, float), *self._starts):
-            q, err = self._solve(position, orientation, start)
-            if err < IK_TOLERANCE and self._clear_of_table(q, position):
+        for q, err in self._attempts(position, orientation, seed, local):
+            if q is not None:
                 return q
             best_err = min(best_err, err)
         raise UnreachableError(
             f"cannot reach ({position[0]:.3f}, {position[1]:.3f}, {position[2]:.3f}) with the gripper pointing "
             f"down (closest {best_err * 100:.1f} cm away); the arm cannot get there, choose another point"
         )
+
+    def ik_solutions(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray) -> Iterator[np.ndarray]:
+        """Every distinct posture reaching ``position``/``orientation`` that the starts of :meth:`ik`
+        find, the one nearest ``seed`` first; computed lazily."""
+        found: list[np.ndarray] = []
+        for q, _ in self._attempts(position, orientation, seed, False):
+            if q is not None and all(np.max(np.abs(q - f)) > DISTINCT_POSTURE for f in found):
+                found.append(q)
+                yield q
+
+    def _attempts(
+        self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray, local: bool
+    ) -> Iterator[tuple[np.ndarray | None, float]]:
+        """(posture or None, its error) for each start in turn."""
+        position = np.asarray(position, float)
+        starts = [np.asarray(seed, float)]
+        if not local:
+            starts += [np.asarray(self.profile.home, float), *self._starts]
+        for start in starts:
+            q, err = self._solve(position, orientation, start)
+            ok = err < IK_TOLERANCE and self._clear_of_table(q, position)
+            yield (q if ok else None), err
 
     def _clear_of_table(self, q: np.ndarray, target: np.ndarray) -> bool:
         """No link origin of the arm past the shoulder below the table top (the base's height):

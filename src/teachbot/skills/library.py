@@ -32,11 +32,10 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.skills.interfaces import ArmInterface, CancelToken, ObjectInfo, ObjectSource
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.skills.motion import JointTrajectory, SafetyLimits, time_path
+from teachbot.skills.planning import PathPlanner
 
 Feedback = Callable[[str, float], None]
-CARTESIAN_STEP = 0.02  # metres between IK waypoints on straight-line moves
 BOWL_FLOOR = 0.006  # metres from a bowl's base to the top of its floor
-LINE_TUBE = 0.03  # metres a joint-space stand-in for a straight line may stray from it
 OBJECT_LIST_GRACE = 0.5  # seconds to wait for a fresh object list before calling a name unknown
 GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
 CONTACT_STILL_TIME = 0.15  # seconds of arm time without joint motion that end a guarded move in contact
@@ -44,6 +43,7 @@ CONTACT_MAX_ERROR = 0.15  # rad: a guarded move that stops this close to its goa
 # a wait also gives up after this many times its allowance in wall seconds, so a frozen simulator or
 # driver (whose clock stops) cannot hang a skill; a slow but running one gets its full arm-time allowance
 WALL_BACKSTOP_FACTOR = 4.0
+SWEEP_CLEARANCE = 0.05  # metres between a swinging gripper (or what it holds) and the highest object
 HELD_MAX_DISTANCE = 0.06  # metres between the gripper and an object it still holds
 # a failed pick or place cleans up (puts down what is held, opens, goes home) unless it failed for these
 NO_RECOVERY = (ErrorCode.CANCELED, ErrorCode.EMERGENCY_STOP, ErrorCode.BUSY)
@@ -97,6 +97,7 @@ class SkillLibrary:
         self.arm = arm
         self.source = objects
         self.kin = kinematics or KinematicsModel(profile)
+        self.planner = PathPlanner(self.kin, np.array(profile.home))
         self.safety = SafetyLimits(profile.safety, self.kin.max_velocity, self.kin.lower, self.kin.upper)
         self.held: str = ""
         self._picked_from: dict[str, np.ndarray] = {}  # where each block was last picked (to put it back)
@@ -189,7 +190,7 @@ class SkillLibrary:
         self._stage("open", 0.05)
         self._gripper(self.profile.gripper.max_width)
         self._stage("approach", 0.15)
-        self._move_joint_space(above, yaw)
+        self._move_joint_space(above, yaw, then=(grasp, lift))
         self._stage("descend", 0.4)
         self._move_line(grasp, yaw)
         self._stage("grasp", 0.55)
@@ -223,7 +224,7 @@ class SkillLibrary:
         self.safety.check_point(release, "place point")
         yaw = self._reachable_yaw(_grasp_yaw(held.yaw), [carry, release])
         self._stage("transport", 0.1)
-        self._move_joint_space(carry, yaw)
+        self._move_joint_space(carry, yaw, then=(release, carry))
         self._stage("lower", 0.5)
         self._move_line(release, yaw, guarded=True)
         self._stage("release", 0.7)
@@ -458,47 +459,31 @@ class SkillLibrary:
             self._cancel.check()
             self.arm.sleep(0.005)
 
-    def _move_joint_space(self, xyz: np.ndarray, yaw: float, speed: float = 0.0) -> None:
+    def _move_joint_space(self, xyz: np.ndarray, yaw: float, speed: float = 0.0, then: tuple[np.ndarray, ...] = ()) -> None:
+        """Joint-space move to ``xyz``, arriving in a posture from which the straight lines through
+        ``then`` (the moves that follow) can be followed; see :meth:`PathPlanner.goal_posture`."""
         self.safety.check_point(xyz)
-        q = self.kin.ik(xyz, self.kin.grasp_orientation(yaw), self.arm.joint_positions())
-        self._execute(q, speed or self.profile.safety.default_speed_factor)
+        orientation, q0 = self.kin.grasp_orientation(yaw), self.arm.joint_positions()
+        _, path = self.planner.goal_posture(xyz, orientation, q0, then, self._clear_height())
+        self._execute_path(path, speed or self.profile.safety.default_speed_factor)
 
     def _move_line(self, xyz: np.ndarray, yaw: float, speed: float = 0.0, guarded: bool = False) -> None:
-        """Straight-line gripper motion through IK waypoints every CARTESIAN_STEP.
-
-        Where the line crosses a spot the arm cannot reach pointing down (right in front of the
-        Panda's base some heights are out of reach), a joint-space move between the two ends is
-        used instead, if its gripper path stays within LINE_TUBE of the line."""
+        """Straight-line gripper motion (see :meth:`PathPlanner.line`)."""
         self.safety.check_point(xyz)
-        q0 = self.arm.joint_positions()
-        start, _ = self.kin.fk(q0)
-        orientation = self.kin.grasp_orientation(yaw)
-        path, q = [q0], q0
-        try:
-            for point in _line(start, xyz):
-                q = self.kin.ik(point, orientation, q)
-                path.append(q)
-        except UnreachableError:
-            q_end = self.kin.ik(xyz, orientation, q0)
-            self._check_tube(q0, q_end, start, xyz)
-            path = [q0, q_end]
-        self._execute_path(np.array(path), speed or self.profile.safety.default_speed_factor, guarded)
-
-    def _check_tube(self, q0: np.ndarray, q1: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-        """Refuse a joint-space replacement of a straight line whose gripper path strays from it."""
-        axis = end - start
-        length = float(np.linalg.norm(axis)) or 1.0
-        for s in np.linspace(0.0, 1.0, 21):
-            point, _ = self.kin.fk(q0 + s * (q1 - q0))
-            along = float(np.clip(np.dot(point - start, axis) / length**2, 0.0, 1.0))
-            if np.linalg.norm(point - (start + along * axis)) > LINE_TUBE or point[2] < min(start[2], end[2]) - 0.005:
-                raise UnreachableError(
-                    f"cannot move the gripper straight from ({start[0]:.2f}, {start[1]:.2f}, {start[2]:.2f}) to "
-                    f"({end[0]:.2f}, {end[1]:.2f}, {end[2]:.2f}); choose a point farther from the robot's base"
-                )
+        path = self.planner.line(self.arm.joint_positions(), xyz, self.kin.grasp_orientation(yaw))
+        self._execute_path(path, speed or self.profile.safety.default_speed_factor, guarded)
 
     def _execute(self, q_goal: np.ndarray, speed: float) -> None:
-        self._execute_path(np.array([self.arm.joint_positions(), q_goal]), speed)
+        """Joint-space move to ``q_goal`` that keeps the gripper off the table (see :meth:`PathPlanner.joint_path`)."""
+        self._execute_path(self.planner.joint_path(self.arm.joint_positions(), q_goal, self._clear_height()), speed)
+
+    def _clear_height(self) -> float:
+        """Gripper height above which a swing cannot touch anything on the table: the highest top of
+        an object not held, plus what hangs below the gripper, plus SWEEP_CLEARANCE."""
+        objects = self.source.objects()
+        tops = [o.position[2] + o.size[2] / 2 for o in objects.values() if o.name != self.held]
+        below = objects[self.held].size[2] / 2 if self.held in objects else 0.0
+        return max(tops, default=0.0) + below + SWEEP_CLEARANCE
 
     def _execute_path(self, path: np.ndarray, speed: float, guarded: bool = False) -> None:
         """Time, check and send a joint path, then wait until the arm has reached its end.
@@ -536,12 +521,6 @@ class SkillLibrary:
                     f"the arm did not reach its goal within {traj.duration + self.profile.skills.motion_timeout_margin:.1f} s "
                     f"(still {err:.3f} rad away); check the controller and for obstacles, then retry"
                 )
-
-
-def _line(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
-    """Points every CARTESIAN_STEP from ``start`` (excluded) to ``end`` (included)."""
-    steps = max(1, int(math.ceil(np.linalg.norm(end - start) / CARTESIAN_STEP)))
-    return [start + (end - start) * k / steps for k in range(1, steps + 1)]
 
 
 def _grasp_yaw(yaw: float) -> float:
