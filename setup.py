@@ -25,6 +25,8 @@ setup(
         (f"share/{PACKAGE}/config/scenes", data("config/scenes/*.yaml")),
         (f"share/{PACKAGE}/config/robot_api", data("config/robot_api/*.yaml")),
         (f"share/{PACKAGE}/config/benchmarks", data("config/benchmarks/*.yaml")),
+        (f"share/{PACKAGE}/config/household", data("config/household/*.yaml")),
+        (f"share/{PACKAGE}/config/household/scenes", data("config/household/scenes/*.yaml")),
         (f"share/{PACKAGE}/prompts", data("prompts/*.txt") + data("prompts/*.yaml") + data("prompts/*.md")),
         (f"share/{PACKAGE}/memory_store", data("memory_store/*.md")),
         *[(f"share/{PACKAGE}/memory_store/{p}", data(f"memory_store/{p}/*.txt")) for p in ("tabletop", "household")],

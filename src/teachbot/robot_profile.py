@@ -60,6 +60,8 @@ class RobotProfile:
     topics: dict[str, str]
     safety: SafetyConfig
     skills: SkillConfig
+    stowed: tuple[float, ...] = ()  # arm joints while a mobile base drives (home when empty)
+    hands: tuple[str, ...] = ("right",)  # names of the arms' hands, one per arm
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -90,6 +92,8 @@ class RobotProfile:
                 ee_link=str(require(robot, "ee_link", f"{src} robot")),
                 grasp_rpy=_vec(robot.get("grasp_rpy", [3.141592653589793, 0, 0]), 3),
                 home=tuple(float(v) for v in require(robot, "home", f"{src} robot", list)),
+                stowed=tuple(float(v) for v in robot.get("stowed", [])),
+                hands=tuple(str(h) for h in robot.get("hands", ["right"])),
                 gripper=GripperSpec(float(gripper["max_width"]), float(gripper["holding_min_width"]), float(gripper["effort"])),
                 topics={k: str(v) for k, v in topics.items()},
                 safety=SafetyConfig(
@@ -114,6 +118,8 @@ class RobotProfile:
             raise ConfigError(f"{src}: malformed robot profile ({exc!r}); compare with config/robots/panda_sim.yaml") from None
         if len(profile.home) != len(profile.arm_joints):
             raise ConfigError(f"{src}: robot.home has {len(profile.home)} values for {len(profile.arm_joints)} arm joints")
+        if profile.stowed and len(profile.stowed) != len(profile.arm_joints):
+            raise ConfigError(f"{src}: robot.stowed has {len(profile.stowed)} values for {len(profile.arm_joints)} arm joints")
         if not 0 < profile.safety.default_speed_factor <= profile.safety.max_speed_factor:
             raise ConfigError(f"{src}: safety.default_speed_factor must be in (0, max_speed_factor]")
         return profile

@@ -1,0 +1,448 @@
+"""The PyBullet household world: the arm on a holonomic base in a kitchen, objects with states.
+
+The base is moved kinematically along a timed path (``command_base``), the arm rides on it and is
+commanded like the tabletop arm (``ArmWorld``). The fridge has a hinged door and the cupboard a drawer,
+both real joints driven by motors. States change by physics: a held sponge rubbed over a cleanable
+surface makes it clean, a held knife pressed on something sliceable slices it, the hand pressing a
+togglable thing switches it; opening and closing follow the joints. The renderer shows states as tints.
+No ROS here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pybullet as pb
+
+from teachbot.errors import ControllerError, UnknownObjectError
+from teachbot.robot_profile import RobotProfile
+from teachbot.sim.arm_world import ArmWorld
+from teachbot.sim.household_layout import HouseholdLayout, Place, surface_point
+from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
+from teachbot.sim.household_scene import HouseholdScene
+from teachbot.skills.navigation import BasePath, BasePose
+
+WALL = 0.03  # metres: walls of the fridge and the cupboard
+EFFECT_EVERY = 12  # physics steps between checks of contact effects (20 Hz at 240 Hz)
+WIPE_DISTANCE = 0.25  # metres a held sponge must rub over a surface to clean it
+SLICE_TIME = 0.3  # seconds a held knife must press on something sliceable
+OPEN_FRACTION = 0.9  # of its travel: a door or drawer counts as open beyond this, closed below 1 - this
+ARTICULATION_FORCE = 80.0
+ARTICULATION_SPEED = 1.0  # rad/s or m/s
+
+
+@dataclass
+class HouseholdObject:
+    """Ground truth of one object (map frame, metres)."""
+
+    name: str
+    type: str
+    color: str
+    body_id: int
+    position: np.ndarray
+    orientation: np.ndarray
+    size: np.ndarray  # bounding box x, y, z
+    states: dict[str, Any] = field(default_factory=dict)
+    place: str = ""  # the place it stands at or in ('' when held or on the floor)
+    supported_by: str = ""  # an object it rests on
+    inside: bool = False  # in the fridge or the drawer
+    held: bool = False
+
+
+class HouseholdWorld(ArmWorld):
+    """One PyBullet client: room, furniture, the mobile manipulator and the current scene."""
+
+    def __init__(
+        self,
+        profile: RobotProfile,
+        layout: HouseholdLayout | None = None,
+        catalog: Catalog | None = None,
+        *,
+        gui: bool = False,
+        time_step: float = 1.0 / 240.0,
+        grasp_assist: bool = True,
+    ) -> None:
+        super().__init__(profile, gui=gui, time_step=time_step, grasp_assist=grasp_assist)
+        self.layout = layout or HouseholdLayout.load()
+        self.catalog = catalog or Catalog.load()
+        self.scene: HouseholdScene | None = None
+        self.rules = StateRules(liquids=self.catalog.liquids)
+        self._bodies: dict[str, int] = {}  # place name -> body
+        self._joints: dict[str, tuple[int, float]] = {}  # openable place -> (joint index, open position)
+        self._objects: dict[str, tuple[int, Thing, np.ndarray, str]] = {}  # name -> body, thing, size, colour
+        self._base_path: BasePath | None = None
+        self._base_path_start = 0.0
+        self._effects: dict[tuple[str, str], float] = {}  # (tool, target) -> progress
+        self._touching: set[str] = set()
+        self._last_tool_pos: np.ndarray | None = None
+        self._build_floor()
+        for place in self.layout.places.values():
+            self._build_place(place)
+        self._build_base()
+        self._load_robot()
+        pb.setCollisionFilterPair(self.base_id, self.robot_id, -1, -1, 0, physicsClientId=self.client)
+        pb.setCollisionFilterPair(self.base_id, self.robot_id, -1, 0, 0, physicsClientId=self.client)
+        self.base_pose = BasePose(*self.layout.base.start)
+        self._place_base(self.base_pose)
+
+    # ----------------------------------------------------------------- construction
+    def _box(self, half: list[float], centre: list[float], rgb: tuple[float, ...], yaw: float = 0.0, mass: float = 0.0) -> int:
+        col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
+        vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, rgbaColor=[*rgb, 1.0], physicsClientId=self.client)
+        return pb.createMultiBody(mass, col, vis, basePosition=centre, baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]),
+                                  physicsClientId=self.client)
+
+    def _build_floor(self) -> None:
+        (x0, x1), (y0, y1) = self.layout.room["x"], self.layout.room["y"]
+        self.floor_id = self._box([(x1 - x0) / 2 + 0.5, (y1 - y0) / 2 + 0.5, 0.05], [(x0 + x1) / 2, (y0 + y1) / 2, -0.05], (0.8, 0.8, 0.78))
+
+    def _local(self, place: Place) -> tuple[float, float]:
+        """Depth and width of a place in its own frame (x towards the robot, y to the x axis' left)."""
+        return place.depth, place.width
+
+    def _build_place(self, place: Place) -> None:
+        yaw = math.atan2(place.front[1], place.front[0])  # the place's own x axis points at the robot
+        d, w = self._local(place)
+        if place.hand is not None:
+            col = pb.createCollisionShape(pb.GEOM_CYLINDER, radius=w / 2, height=place.height, physicsClientId=self.client)
+            vis = pb.createVisualShape(pb.GEOM_CYLINDER, radius=w / 2, length=place.height, rgbaColor=[*place.rgb, 1.0],
+                                       physicsClientId=self.client)
+            body = pb.createMultiBody(0, col, vis, basePosition=[*place.centre, place.height / 2], physicsClientId=self.client)
+        elif place.door is not None:
+            body = self._build_fridge(place, yaw, d, w)
+        elif place.drawer is not None:
+            body = self._build_cupboard(place, yaw, d, w)
+        else:
+            body = self._box([d / 2, w / 2, place.height / 2], [*place.centre, place.height / 2], place.rgb, yaw)
+        pb.changeDynamics(body, -1, lateralFriction=1.0, physicsClientId=self.client)
+        self._bodies[place.name] = body
+        properties = (["cleanable"] if place.cleanable else []) + (["openable"] if place.openable else [])
+        self.rules.register(Thing(place.name, properties, kind=place.name, rgb=place.rgb))
+
+    def _compound(self, boxes: list[tuple[list[float], list[float]]]) -> tuple[int, int]:
+        """Collision and visual shapes of boxes given as (half extents, centre) in one frame."""
+        n = len(boxes)
+        halves, centres = [b[0] for b in boxes], [b[1] for b in boxes]
+        col = pb.createCollisionShapeArray([pb.GEOM_BOX] * n, halfExtents=halves, collisionFramePositions=centres,
+                                           physicsClientId=self.client)
+        vis = pb.createVisualShapeArray([pb.GEOM_BOX] * n, halfExtents=halves, visualFramePositions=centres, physicsClientId=self.client)
+        return col, vis
+
+    def _articulated(self, place: Place, yaw: float, base: list, link: list, joint: tuple[int, list[float], list[float]],
+                     limit: float) -> int:
+        """A fixed cabinet (``base`` boxes) with one moving part (``link`` boxes) on a joint."""
+        joint_type, axis, origin = joint
+        base_col, base_vis = self._compound(base)
+        link_col, link_vis = self._compound(link)
+        body = pb.createMultiBody(
+            0, base_col, base_vis, basePosition=[*place.centre, 0.0], baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]),
+            linkMasses=[2.0], linkCollisionShapeIndices=[link_col], linkVisualShapeIndices=[link_vis],
+            linkPositions=[origin], linkOrientations=[[0, 0, 0, 1]], linkInertialFramePositions=[[0, 0, 0]],
+            linkInertialFrameOrientations=[[0, 0, 0, 1]], linkParentIndices=[0], linkJointTypes=[joint_type],
+            linkJointAxis=[axis], physicsClientId=self.client,
+        )
+        pb.changeDynamics(body, 0, jointLowerLimit=0.0, jointUpperLimit=limit, linearDamping=0.5, angularDamping=0.5,
+                          physicsClientId=self.client)
+        for link_index in (-1, 0):
+            pb.changeVisualShape(body, link_index, rgbaColor=[*place.rgb, 1.0], physicsClientId=self.client)
+        self._joints[place.name] = (0, limit)
+        return body
+
+    def _build_fridge(self, place: Place, yaw: float, d: float, w: float) -> int:
+        h, shelf = place.height, float(place.shelf_height or place.height / 2)
+        base = [
+            ([WALL / 2, w / 2, h / 2], [-d / 2 + WALL / 2, 0, h / 2]),  # back
+            ([d / 2, WALL / 2, h / 2], [0, w / 2 - WALL / 2, h / 2]),  # sides
+            ([d / 2, WALL / 2, h / 2], [0, -w / 2 + WALL / 2, h / 2]),
+            ([d / 2, w / 2, WALL / 2], [0, 0, h - WALL / 2]),  # top
+            ([d / 2, w / 2, shelf / 2], [0, 0, shelf / 2]),  # below the shelf
+        ]
+        hinge_y = w / 2 if place.door.get("hinge", "right") == "right" else -w / 2  # type: ignore[union-attr]
+        # the robot looks along -x: its right is +y. The door reaches from the hinge across the front.
+        sign = -1.0 if hinge_y > 0 else 1.0
+        door = [([WALL / 2, w / 2, h / 2 - 0.01], [0, sign * w / 2, h / 2])]
+        axis = [0, 0, 1.0] if hinge_y > 0 else [0, 0, -1.0]  # either way a positive angle swings it towards the robot
+        return self._articulated(place, yaw, base, door, (pb.JOINT_REVOLUTE, axis, [d / 2 + WALL / 2, hinge_y, 0.0]),
+                                 float(place.door["open_angle"]))  # type: ignore[index]
+
+    def _build_cupboard(self, place: Place, yaw: float, d: float, w: float) -> int:
+        dr = place.drawer or {}
+        h, floor, travel = place.height, float(dr["floor_height"]), float(dr["travel"])
+        depth, width = float(dr["depth"]), float(dr["width"])
+        drawer_h = h - WALL - floor - 0.01
+        below = floor - 0.012
+        base = [
+            ([d / 2, w / 2, below / 2], [0, 0, below / 2]),  # the body under the drawer
+            ([d / 2, w / 2, WALL / 2], [0, 0, h - WALL / 2]),  # top
+            ([WALL / 2, w / 2, (h - below) / 2], [-d / 2 + WALL / 2, 0, (h + below) / 2]),  # back
+            ([d / 2, (w - width) / 4, (h - below) / 2], [0, (w + width) / 4, (h + below) / 2]),  # sides beside the drawer
+            ([d / 2, (w - width) / 4, (h - below) / 2], [0, -(w + width) / 4, (h + below) / 2]),
+        ]
+        wall_h = min(0.1, drawer_h)
+        drawer = [
+            ([depth / 2, width / 2 - 0.005, 0.005], [0, 0, -0.005]),  # floor
+            ([0.01, width / 2 - 0.005, wall_h / 2], [-depth / 2 + 0.01, 0, wall_h / 2]),  # back
+            ([depth / 2, 0.005, wall_h / 2], [0, width / 2 - 0.01, wall_h / 2]),  # sides
+            ([depth / 2, 0.005, wall_h / 2], [0, -width / 2 + 0.01, wall_h / 2]),
+            ([0.01, width / 2 + 0.02, drawer_h / 2], [depth / 2 + 0.01, 0, drawer_h / 2 - 0.005]),  # front panel
+        ]
+        origin = [d / 2 - depth / 2 - 0.005, 0.0, floor]
+        return self._articulated(place, yaw, base, drawer, (pb.JOINT_PRISMATIC, [1.0, 0, 0], origin), travel)
+
+    def _build_base(self) -> None:
+        b = self.layout.base
+        mount = b.arm_mount
+        col, vis = self._compound([
+            ([b.size[0] / 2, b.size[1] / 2, b.size[2] / 2], [0, 0, b.size[2] / 2]),
+            ([0.1, 0.1, (mount[2] - b.size[2]) / 2], [mount[0], mount[1], (mount[2] + b.size[2]) / 2]),
+        ])
+        self.base_id = pb.createMultiBody(0, col, vis, basePosition=[0, 0, 0], physicsClientId=self.client)
+        pb.changeVisualShape(self.base_id, -1, rgbaColor=[0.25, 0.25, 0.28, 1.0], physicsClientId=self.client)
+
+    # ----------------------------------------------------------------- the mobile base
+    def _place_base(self, pose: BasePose) -> None:
+        orn = pb.getQuaternionFromEuler([0, 0, pose.yaw])
+        pb.resetBasePositionAndOrientation(self.base_id, [pose.x, pose.y, 0.0], orn, physicsClientId=self.client)
+        position, orientation = self.arm_frame(pose)
+        pb.resetBasePositionAndOrientation(self.robot_id, position.tolist(), orientation.tolist(), physicsClientId=self.client)
+        self.base_pose = pose
+
+    def arm_frame(self, pose: BasePose | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Position and quaternion of the arm's base (panda_link0) in the map for a base ``pose``."""
+        pose = pose or self.base_pose
+        m = self.layout.base.arm_mount
+        c, s = math.cos(pose.yaw), math.sin(pose.yaw)
+        position = np.array([pose.x + c * m[0] - s * m[1], pose.y + s * m[0] + c * m[1], m[2]])
+        return position, np.array(pb.getQuaternionFromEuler([0, 0, pose.yaw]))
+
+    def command_base(self, path: BasePath) -> None:
+        """Follow ``path`` from now (simulated time); replaces any path being followed."""
+        if not path.poses:
+            raise ControllerError("a base path needs at least one pose")
+        self._base_path, self._base_path_start = path, self.sim_time
+
+    def stop_base(self) -> None:
+        self._base_path = None
+
+    @property
+    def base_moving(self) -> bool:
+        return self._base_path is not None
+
+    def _after_step(self) -> None:
+        if self._base_path is not None:
+            t = self.sim_time - self._base_path_start
+            self._place_base(self._base_path.pose_at(t))
+            if t >= self._base_path.duration:
+                self._base_path = None
+        self._step_count = getattr(self, "_step_count", 0) + 1
+        if self._step_count % EFFECT_EVERY == 0:
+            self._contact_effects(EFFECT_EVERY * self.time_step)
+
+    # ----------------------------------------------------------------- articulations
+    def command_articulation(self, place: str, open_: bool) -> None:
+        """Drive the door or drawer of ``place`` open or closed (it moves over the next steps)."""
+        if place not in self._joints:
+            raise UnknownObjectError(f"{place!r} has no door or drawer; openable: {sorted(self._joints)}")
+        joint, limit = self._joints[place]
+        pb.setJointMotorControl2(self._bodies[place], joint, pb.POSITION_CONTROL, targetPosition=limit if open_ else 0.0,
+                                 force=ARTICULATION_FORCE, maxVelocity=ARTICULATION_SPEED, physicsClientId=self.client)
+
+    def opening(self, place: str) -> float:
+        """How far the door or drawer of ``place`` is open, 0 (closed) to 1 (fully open)."""
+        joint, limit = self._joints[place]
+        return float(pb.getJointState(self._bodies[place], joint, physicsClientId=self.client)[0]) / limit
+
+    def _set_opening(self, place: str, fraction: float) -> None:
+        joint, limit = self._joints[place]
+        pb.resetJointState(self._bodies[place], joint, fraction * limit, physicsClientId=self.client)
+        self.command_articulation(place, fraction > 0.5)
+
+    def handle_position(self, place: str) -> np.ndarray:
+        """Map position of the handle of a door or drawer (the middle of its free edge, at hand height)."""
+        body = self._bodies[place]
+        p = self.layout.place(place)
+        state = pb.getLinkState(body, 0, computeForwardKinematics=True, physicsClientId=self.client)
+        frame_pos, frame_orn = state[4], state[5]
+        if p.door is not None:
+            w = p.width
+            hinge_right = p.door.get("hinge", "right") == "right"
+            local = [WALL, (-w + 0.06) if hinge_right else (w - 0.06), float(p.shelf_height or p.height / 2) + 0.2]
+        else:
+            depth = float(p.drawer["depth"])  # type: ignore[index]
+            local = [depth / 2 + 0.03, 0.0, 0.06]
+        pos, _ = pb.multiplyTransforms(frame_pos, frame_orn, local, [0, 0, 0, 1])
+        return np.array(pos)
+
+    # ----------------------------------------------------------------- scenes
+    def reset(self, scene: HouseholdScene) -> None:
+        """Replace the objects by ``scene``, set the places' states, park the robot at its start."""
+        self.stop_base()
+        self.reset_robot()
+        for body, *_ in self._objects.values():
+            pb.removeBody(body, physicsClientId=self.client)
+        self._objects.clear()
+        self.rules = StateRules(liquids=self.catalog.liquids)
+        for place in self.layout.places.values():
+            properties = (["cleanable"] if place.cleanable else []) + (["openable"] if place.openable else [])
+            flags = {k: bool(v) for k, v in scene.states.get(place.name, {}).items() if k in ("open", "clean")}
+            self.rules.register(Thing(place.name, properties, flags, kind=place.name, rgb=place.rgb))
+        for name in self._joints:
+            self._set_opening(name, 1.0 if self.rules.thing(name).states.open else 0.0)
+        for spec in scene.objects:
+            thing = self.catalog.make(spec.name, spec.type, spec.color)
+            for flag, value in spec.states.items():
+                setattr(thing.states, flag, value)
+            self.rules.register(thing)
+            kind = self.catalog.type(spec.type)
+            surface = self.layout.surface(spec.place, self.opening(spec.place) * float(self.layout.place(spec.place).drawer["travel"])
+                                          if self.layout.place(spec.place).drawer else 0.0)
+            xy = surface_point(surface, *spec.offset)
+            body, size = self._make_object(kind.shape, kind.size, kind.mass, xy, surface.z, surface.yaw + spec.yaw)
+            self._objects[spec.name] = (body, thing, size, spec.color or kind.color)
+        self._place_base(BasePose(*self.layout.base.start))
+        self._effects.clear()
+        self._touching.clear()
+        self.scene = scene
+        self.sim_time = 0.0
+        self._refresh_tints()
+        self.step(int(0.3 / self.time_step))
+
+    def _make_object(self, shape: str, size: tuple[float, ...], mass: float, xy: tuple[float, float], z: float,
+                     yaw: float) -> tuple[int, np.ndarray]:
+        if shape == "box":
+            half = [size[0] / 2, size[1] / 2, size[2] / 2]
+            col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
+            vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
+            bbox = np.array(size[:3])
+        elif shape == "cylinder":
+            col = pb.createCollisionShape(pb.GEOM_CYLINDER, radius=size[0] / 2, height=size[1], physicsClientId=self.client)
+            vis = pb.createVisualShape(pb.GEOM_CYLINDER, radius=size[0] / 2, length=size[1], physicsClientId=self.client)
+            bbox = np.array([size[0], size[0], size[1]])
+        else:
+            col = pb.createCollisionShape(pb.GEOM_SPHERE, radius=size[0] / 2, physicsClientId=self.client)
+            vis = pb.createVisualShape(pb.GEOM_SPHERE, radius=size[0] / 2, physicsClientId=self.client)
+            bbox = np.array([size[0]] * 3)
+        body = pb.createMultiBody(mass, col, vis, basePosition=[xy[0], xy[1], z + bbox[2] / 2 + 1e-3],
+                                  baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self.client)
+        pb.changeDynamics(body, -1, lateralFriction=1.0, spinningFriction=0.002, rollingFriction=0.001 if shape == "sphere" else 0.0,
+                          physicsClientId=self.client)
+        return body, bbox
+
+    def _graspables(self) -> dict[str, int]:
+        return {n: body for n, (body, thing, _, _) in self._objects.items() if thing.has("pickable")}
+
+    # ----------------------------------------------------------------- states by contact
+    def _contact_effects(self, dt: float) -> None:
+        """Wiping, slicing and switching happen where things touch (see the module docstring)."""
+        held = self._grasped
+        tool = self.rules.thing(held).kind if held and held in self._objects else ""
+        if tool in ("sponge", "knife"):
+            body = self._objects[held][0]  # type: ignore[index]
+            pos = np.array(pb.getBasePositionAndOrientation(body, physicsClientId=self.client)[0])
+            moved = 0.0 if self._last_tool_pos is None else float(np.linalg.norm(pos[:2] - self._last_tool_pos[:2]))
+            self._last_tool_pos = pos
+            for target, target_body in self._touchables(exclude=held):  # type: ignore[arg-type]
+                if not pb.getContactPoints(body, target_body, physicsClientId=self.client):
+                    continue
+                thing = self.rules.thing(target)
+                key = (held, target)
+                if tool == "sponge" and thing.has("cleanable") and thing.states.clean is False:
+                    self._effects[key] = self._effects.get(key, 0.0) + moved  # type: ignore[index]
+                    if self._effects[key] >= WIPE_DISTANCE:  # type: ignore[index]
+                        self.rules.wipe(thing, self.rules.thing(held))  # type: ignore[arg-type]
+                        self._refresh_tints()
+                elif tool == "knife" and thing.has("sliceable") and not thing.states.sliced:
+                    self._effects[key] = self._effects.get(key, 0.0) + dt  # type: ignore[index]
+                    if self._effects[key] >= SLICE_TIME:  # type: ignore[index]
+                        self.rules.slice(thing, self.rules.thing(held))  # type: ignore[arg-type]
+                        self._refresh_tints()
+        else:
+            self._last_tool_pos = None
+        touching = set()
+        for name, (body, thing, _, _) in self._objects.items():
+            if thing.has("togglable") and pb.getContactPoints(self.robot_id, body, physicsClientId=self.client):
+                touching.add(name)
+                if name not in self._touching:
+                    self.rules.toggle(thing)
+                    self._refresh_tints()
+        self._touching = touching
+        for name in self._joints:
+            thing = self.rules.thing(name)
+            opening = self.opening(name)
+            if opening > OPEN_FRACTION and not thing.states.open:
+                thing.states.open = True
+            elif opening < 1 - OPEN_FRACTION and thing.states.open:
+                thing.states.open = False
+
+    def _touchables(self, exclude: str) -> list[tuple[str, int]]:
+        found = [(n, b) for n, (b, *_rest) in self._objects.items() if n != exclude]
+        return found + [(n, b) for n, b in self._bodies.items() if self.rules.thing(n).has("cleanable")]
+
+    def _refresh_tints(self) -> None:
+        for body, thing, _, _ in self._objects.values():
+            rgba = tint(thing.rgb or (0.6, 0.6, 0.6), thing.states, self.catalog.tints, self.catalog.liquids)
+            pb.changeVisualShape(body, -1, rgbaColor=list(rgba), physicsClientId=self.client)
+        for name, body in self._bodies.items():
+            thing = self.rules.thing(name)
+            if thing.has("cleanable"):
+                rgba = tint(thing.rgb or (0.6, 0.6, 0.6), thing.states, self.catalog.tints, self.catalog.liquids)
+                pb.changeVisualShape(body, -1, rgbaColor=list(rgba), physicsClientId=self.client)
+
+    # ----------------------------------------------------------------- ground truth
+    def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The arm and fingers, then the base as virtual joints base_x, base_y, base_yaw."""
+        names, q, v, e = super().joint_state()
+        pose = self.base_pose
+        return [*names, "base_x", "base_y", "base_yaw"], np.append(q, [pose.x, pose.y, pose.yaw]), np.append(v, [0, 0, 0]), \
+            np.append(e, [0, 0, 0])
+
+    def objects(self) -> list[HouseholdObject]:
+        """Ground truth of every object: pose, states, the place it is at, what it rests on."""
+        held = self.held_object()
+        out = []
+        for name, (body, thing, size, color) in self._objects.items():
+            pos, orn = pb.getBasePositionAndOrientation(body, physicsClientId=self.client)
+            states = thing.states.to_dict()
+            states["held"] = name == held
+            out.append(HouseholdObject(name, thing.kind, color, body, np.array(pos), np.array(orn), size, states, held=name == held))
+        for o in out:
+            if o.held:
+                continue
+            o.place, o.inside = self._place_of(o)
+            for other in out:
+                if other is not o and not other.held and float(np.hypot(*(o.position[:2] - other.position[:2]))) < 0.6 * other.size[0] \
+                        and 0.3 * (o.size[2] + other.size[2]) < o.position[2] - other.position[2] < 0.7 * (o.size[2] + other.size[2]):
+                    o.supported_by = other.name
+        return out
+
+    def _place_of(self, o: HouseholdObject) -> tuple[str, bool]:
+        for place in self.layout.places.values():
+            if place.hand is not None:
+                continue
+            travel = self.opening(place.name) * float(place.drawer["travel"]) if place.drawer else 0.0
+            surface = self.layout.surface(place.name, travel)
+            c, s = math.cos(surface.yaw), math.sin(surface.yaw)
+            dx, dy = o.position[0] - surface.centre[0], o.position[1] - surface.centre[1]
+            along, across = dx * c + dy * s, -dx * s + dy * c
+            if abs(along) <= surface.half_extents[0] + 0.05 and abs(across) <= surface.half_extents[1] + 0.05 \
+                    and surface.z - 0.02 <= o.position[2] - o.size[2] / 2 <= surface.z + 0.3:
+                return place.name, place.openable
+        return "", False
+
+    def thing_states(self) -> dict[str, dict[str, Any]]:
+        """States of every place and object that has any, by name."""
+        out = {}
+        for name in [*self.layout.places, *self._objects]:
+            states = self.rules.thing(name).states.to_dict()
+            if states:
+                out[name] = states
+        return out
+
+    def object_names(self) -> list[str]:
+        return list(self._objects)
+
+    def object_type(self, name: str) -> str:
+        return self._objects[name][1].kind
