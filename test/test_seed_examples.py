@@ -4,9 +4,10 @@ Each file must be a console transcript the LLM may learn from: it parses and ren
 every statement is Python that the sandbox policy accepts and that calls only its profile's robot API,
 a few plain builtins and what the example itself defined; learn_from_interaction() comes only right
 after the person's words; tabletop examples stay inside the benchmark's seen split. Finally every
-example is replayed statement by statement in the real sandbox against fake robots (the real tabletop
-API over a fake skill server and object list; a small household fake), and the console output must be
-exactly what the file records: the repr of each result, the error lines, the dialog.
+example is replayed statement by statement in the real sandbox: tabletop examples against the real
+tabletop API over a fake skill server and object list, household examples against the household
+simulation (its default kitchen, the real skills), and the console output must be exactly what the
+file records: the repr of each result, the error lines, the dialog.
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ import pytest
 
 from teachbot.console._sandbox_worker import CONSOLE_BUILTINS, check_source
 from teachbot.console.dialog import DialogChannel
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.registry import RobotApi
 from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Entry, Transcript, utterance_text
 from teachbot.console.validate import transcript_problems
 from teachbot.errors import ErrorCode
+from teachbot.robot_profile import RobotProfile
+from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
+from teachbot.sim.household_scene import load_household_scene
+from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.scene import TabletopConfig
+from teachbot.skills.household import HouseholdSkills
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "memory_store"
@@ -53,8 +60,6 @@ UNSEEN_TABLETOP = [
 ]
 LIMITS = SandboxLimits(wall_time=5.0, cpu_time=3.0, memory_mb=256)
 OBJECT_NAME = re.compile(r"\w+ (block|bowl)")
-HOUSEHOLD_OBJECTS = ["apple juice", "orange juice", "red cup", "blue cup", "sponge"]
-HOUSEHOLD_LOCATIONS = ["table", "counter", "sink", "person", "shelf"]
 
 
 def load(path: Path) -> tuple[str, Transcript]:
@@ -254,80 +259,20 @@ def _fail(code: ErrorCode, message: str) -> SimpleNamespace:
     return SimpleNamespace(success=False, code=int(code), message=message)
 
 
-class FakeHousehold:
-    """A household robot with two hands, as config/robot_api/household.yaml describes it."""
+class SimHousehold:
+    """The household robot API bound to the household simulation (the default kitchen) and its skills."""
 
-    def __init__(self, transcript: Transcript) -> None:
-        self.objects, self.locations = list(HOUSEHOLD_OBJECTS), list(HOUSEHOLD_LOCATIONS)
-        self.coordinates: dict[str, list[float]] = {}
-        entries = transcript.entries
-        for index, entry in enumerate(entries):
-            value = _literal(output_after(entries, index)) if entry.kind == "code" else None
-            if entry.text == "list_objects()" and isinstance(value, list):
-                self.objects = value
-            elif entry.text == "list_locations()" and isinstance(value, list):
-                self.locations = value
-            elif match := re.fullmatch(r"get_location_coordinates\('([^']+)'\)", entry.text):
-                self.coordinates.setdefault(match.group(1), value)
-        self.hands = {"right": "", "left": ""}
-        self.unshown: list[str] = []
+    unshown: list[str] = []
 
-    def functions(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in (
-            "list_objects", "list_locations", "get_location_coordinates", "move_to", "grasp", "place_object",
-            "handover_object_to_human")}
+    def __init__(self, dialog: DialogChannel) -> None:
+        profile = RobotProfile.load("household_sim")
+        self.world = HouseholdWorld(profile)
+        self.world.reset(load_household_scene())
+        skills = HouseholdSkills(profile, DirectArm(self.world), DirectBase(self.world), WorldHousehold(self.world))
+        self.robot = HouseholdRobot(DirectSkills(skills), self.world.object_names, self.world.thing_states, dialog)
 
-    def _location(self, location: str) -> None:
-        if location not in self.locations:
-            raise ValueError(f"unknown location {location!r}. Use one of list_locations() {self.locations}")
-
-    def _hand(self, hand: str) -> None:
-        if hand not in self.hands:
-            raise ValueError(f"unknown hand {hand!r}; use 'right' or 'left'")
-
-    def list_objects(self) -> list[str]:
-        return list(self.objects)
-
-    def list_locations(self) -> list[str]:
-        return list(self.locations)
-
-    def get_location_coordinates(self, location: str) -> list[float]:
-        self._location(location)
-        if self.coordinates.get(location) is None:
-            self.unshown.append(location)
-            raise LookupError(f"the example uses the coordinates of {location!r} without ever showing them")
-        return list(self.coordinates[location])
-
-    def move_to(self, location: str, speed_factor: float = 0.5) -> str:
-        self._location(location)
-        if not 0 < speed_factor <= 1:
-            raise ValueError(f"speed_factor must be in (0, 1], got {speed_factor}")
-        return "success"
-
-    def grasp(self, object_name: str, hand: str = "right") -> str:
-        self._hand(hand)
-        if object_name not in self.objects:
-            raise ValueError(f"unknown object {object_name!r}. Use one of list_objects() {self.objects}")
-        if self.hands[hand]:
-            raise RuntimeError(f"the {hand} hand already holds {self.hands[hand]!r}; place it, hand it over, "
-                               f"or use the other hand (hand={'left' if hand == 'right' else 'right'!r})")
-        self.hands[hand] = object_name
-        return "success"
-
-    def _release(self, hand: str) -> None:
-        self._hand(hand)
-        if not self.hands[hand]:
-            raise RuntimeError(f"the {hand} hand holds nothing; grasp an object first")
-        self.hands[hand] = ""
-
-    def place_object(self, location: str, hand: str = "right") -> str:
-        self._location(location)
-        self._release(hand)
-        return "success"
-
-    def handover_object_to_human(self, hand: str = "right") -> str:
-        self._release(hand)
-        return "success"
+    def close(self) -> None:
+        self.world.close()
 
 
 def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, DialogChannel]:
@@ -353,8 +298,8 @@ def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, Dialog
         robot = TabletopRobot(world, world.objects, dialog, table)
         api = robot.functions() | {"get_obj_pos": lambda name: world.get_obj_pos(robot, name)}
     else:
-        world = FakeHousehold(transcript)
-        api = world.functions() | {"say": dialog.say}
+        world = SimHousehold(dialog)
+        api = world.robot.functions()
     api |= {"wait_for_trigger": listening(dialog.wait_for_trigger), "ask": listening(dialog.ask)}
     api[LEARN] = lambda: None  # the improvement node's answer when it stored the lesson (it speaks for itself)
     assert set(api) == set(RobotApi.load(profile).names)
@@ -368,6 +313,8 @@ def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, Dialog
             expected = output_after(entries, index)
             if shown != expected:
                 differences.append(f">>> {entry.text}\n  recorded: {expected!r}\n  console:  {shown!r}")
+    if profile == "household":
+        world.close()
     assert heard == recorded, "the replay must hear every utterance of the file, in order"
     return differences, world, dialog
 

@@ -1,4 +1,4 @@
-"""The skills' interfaces implemented directly on a :class:`TabletopWorld`, without ROS.
+"""The skills' interfaces implemented directly on a :class:`TabletopWorld` or a :class:`HouseholdWorld`, without ROS.
 
 Used by the core tests and anything that wants the robot in-process; time is simulated time, so a
 motion of two seconds costs only the physics steps.
@@ -10,8 +10,12 @@ import math
 
 import numpy as np
 
+from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
+from teachbot.skills.household import Thing
 from teachbot.skills.interfaces import ObjectInfo
+from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.skills.navigation import BasePath, BasePose
 
 
 def yaw_of(quaternion: np.ndarray) -> float:
@@ -61,3 +65,62 @@ class WorldObjects:
             o.name: ObjectInfo(o.name, o.category, o.position, o.size, yaw_of(o.orientation), o.supported_by)
             for o in self.world.objects()
         }
+
+
+class DirectBase:
+    """BaseInterface over a household world's kinematic base."""
+
+    def __init__(self, world: HouseholdWorld) -> None:
+        self.world = world
+
+    def pose(self) -> BasePose:
+        return self.world.base_pose
+
+    def send_path(self, path: BasePath) -> None:
+        self.world.command_base(path)
+
+    def moving(self) -> bool:
+        return self.world.base_moving
+
+    def stop(self) -> None:
+        self.world.stop_base()
+
+
+class WorldHousehold:
+    """HouseholdView reading a household world's ground truth and driving its doors and drawers."""
+
+    def __init__(self, world: HouseholdWorld) -> None:
+        self.world = world
+
+    def things(self) -> dict[str, Thing]:
+        return {
+            o.name: Thing(o.name, o.type, o.position, o.size, yaw_of(o.orientation), o.place, o.inside,
+                          self.world.rules.thing(o.name).properties, o.states)
+            for o in self.world.objects()
+        }
+
+    def place_states(self) -> dict[str, dict]:
+        return {n: s for n, s in self.world.thing_states().items() if n in self.world.layout.places}
+
+    def opening(self, place: str) -> float:
+        return self.world.opening(place)
+
+    def handle(self, place: str, inner: bool = False) -> np.ndarray:
+        return self.world.handle_position(place, inner)
+
+    def drive_articulation(self, place: str, open_: bool) -> None:
+        self.world.command_articulation(place, open_)
+
+
+class DirectSkills:
+    """SkillCaller over a skill library in this process (tests and in-process runs); the person takes a
+    handed-over object after ``handover_after`` seconds."""
+
+    def __init__(self, library: SkillLibrary, handover_after: float = 0.3) -> None:
+        self.library = library
+        self.handover_after = handover_after
+
+    def call(self, name: str, timeout: float = 60.0, **fields: object) -> SkillOutcome:
+        if name in ("handover", "handover_object_to_human"):
+            fields.setdefault("timeout", self.handover_after)
+        return self.library.run(name, **fields)

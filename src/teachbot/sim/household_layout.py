@@ -43,6 +43,7 @@ class Place:
     drawer: dict[str, Any] | None = None
     shelf_height: float | None = None
     hand: dict[str, float] | None = None
+    standoff: float | None = None  # this place's own gap between it and the base, if not the base's
 
     @property
     def depth(self) -> float:
@@ -105,6 +106,7 @@ class HouseholdLayout:
                     cleanable=bool(p.get("cleanable", False)), door=p.get("door"), drawer=p.get("drawer"),
                     shelf_height=float(p["shelf_height"]) if "shelf_height" in p else None,
                     hand={k: float(v) for k, v in p["hand"].items()} if "hand" in p else None,
+                    standoff=float(p["standoff"]) if "standoff" in p else None,
                 )
             room = {k: _vec(raw["room"][k], 2) for k in ("x", "y")}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -122,9 +124,11 @@ class HouseholdLayout:
         return self.places[name]
 
     def location_pose(self, name: str) -> tuple[float, float, float]:
-        """(x, y, yaw) where the base stands to work at ``name``: its front ``standoff`` from the place."""
+        """(x, y, yaw) where the base stands to work at ``name``: its front ``standoff`` from the place
+        (from the front of the drawer pulled out, where there is one)."""
         p = self.place(name)
-        distance = p.depth / 2 + self.base.standoff + self.base.size[0] / 2
+        standoff = self.base.standoff if p.standoff is None else p.standoff
+        distance = p.depth / 2 + standoff + self.base.size[0] / 2 + (float(p.drawer["travel"]) if p.drawer else 0.0)
         return (p.centre[0] + p.front[0] * distance, p.centre[1] + p.front[1] * distance, p.facing_yaw)
 
     def coordinates(self, name: str) -> list[float]:

@@ -31,7 +31,8 @@ WIPE_DISTANCE = 0.25  # metres a held sponge must rub over a surface to clean it
 SLICE_TIME = 0.3  # seconds a held knife must press on something sliceable
 OPEN_FRACTION = 0.9  # of its travel: a door or drawer counts as open beyond this, closed below 1 - this
 ARTICULATION_FORCE = 80.0
-ARTICULATION_SPEED = 1.0  # rad/s or m/s
+ARTICULATION_SPEED = 1.0
+HANDOVER_REACH = 0.15  # metres from the person's hand within which a released object is theirs  # rad/s or m/s
 
 
 @dataclass
@@ -77,14 +78,15 @@ class HouseholdWorld(ArmWorld):
         self._base_path_start = 0.0
         self._effects: dict[tuple[str, str], float] = {}  # (tool, target) -> progress
         self._touching: set[str] = set()
+        self._with_person: dict[str, int] = {}  # objects the person holds -> the constraint holding them
         self._last_tool_pos: np.ndarray | None = None
         self._build_floor()
         for place in self.layout.places.values():
             self._build_place(place)
         self._build_base()
         self._load_robot()
-        pb.setCollisionFilterPair(self.base_id, self.robot_id, -1, -1, 0, physicsClientId=self.client)
-        pb.setCollisionFilterPair(self.base_id, self.robot_id, -1, 0, 0, physicsClientId=self.client)
+        for link in range(-1, pb.getNumJoints(self.robot_id, physicsClientId=self.client)):
+            pb.setCollisionFilterPair(self.base_id, self.robot_id, -1, link, 0, physicsClientId=self.client)
         self.base_pose = BasePose(*self.layout.base.start)
         self._place_base(self.base_pose)
 
@@ -204,11 +206,25 @@ class HouseholdWorld(ArmWorld):
 
     # ----------------------------------------------------------------- the mobile base
     def _place_base(self, pose: BasePose) -> None:
+        # what the hand holds rides along exactly (its constraint would otherwise be strained each step)
+        held = self._objects[self._grasped][0] if self._grasped in self._objects else None
+        if held is not None:
+            hand = pb.getLinkState(self.robot_id, self.hand_index, computeForwardKinematics=True, physicsClientId=self.client)
+            obj = pb.getBasePositionAndOrientation(held, physicsClientId=self.client)
+            inv = pb.invertTransform(hand[4], hand[5])
+            rel = pb.multiplyTransforms(inv[0], inv[1], obj[0], obj[1])
         orn = pb.getQuaternionFromEuler([0, 0, pose.yaw])
         pb.resetBasePositionAndOrientation(self.base_id, [pose.x, pose.y, 0.0], orn, physicsClientId=self.client)
         position, orientation = self.arm_frame(pose)
-        pb.resetBasePositionAndOrientation(self.robot_id, position.tolist(), orientation.tolist(), physicsClientId=self.client)
+        # PyBullet places a body by its base's centre of mass, which lies off panda_link0's origin
+        inertial = pb.getDynamicsInfo(self.robot_id, -1, physicsClientId=self.client)
+        com, com_orn = pb.multiplyTransforms(position.tolist(), orientation.tolist(), inertial[3], inertial[4])
+        pb.resetBasePositionAndOrientation(self.robot_id, com, com_orn, physicsClientId=self.client)
         self.base_pose = pose
+        if held is not None:
+            hand = pb.getLinkState(self.robot_id, self.hand_index, computeForwardKinematics=True, physicsClientId=self.client)
+            new = pb.multiplyTransforms(hand[4], hand[5], rel[0], rel[1])
+            pb.resetBasePositionAndOrientation(held, new[0], new[1], physicsClientId=self.client)
 
     def arm_frame(self, pose: BasePose | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Position and quaternion of the arm's base (panda_link0) in the map for a base ``pose``."""
@@ -260,8 +276,10 @@ class HouseholdWorld(ArmWorld):
         pb.resetJointState(self._bodies[place], joint, fraction * limit, physicsClientId=self.client)
         self.command_articulation(place, fraction > 0.5)
 
-    def handle_position(self, place: str) -> np.ndarray:
-        """Map position of the handle of a door or drawer (the middle of its free edge, at hand height)."""
+    def handle_position(self, place: str, inner: bool = False) -> np.ndarray:
+        """Map position of the handle of a door or drawer (near its free edge, at hand height); ``inner``:
+        the point a hand's width off the door's inner face, where it pushes the door shut (a drawer is
+        pushed shut at its handle too)."""
         body = self._bodies[place]
         p = self.layout.place(place)
         state = pb.getLinkState(body, 0, computeForwardKinematics=True, physicsClientId=self.client)
@@ -269,7 +287,8 @@ class HouseholdWorld(ArmWorld):
         if p.door is not None:
             w = p.width
             hinge_right = p.door.get("hinge", "right") == "right"
-            local = [WALL, (-w + 0.06) if hinge_right else (w - 0.06), float(p.shelf_height or p.height / 2) + 0.2]
+            height = float(p.shelf_height or p.height / 2) + 0.2
+            local = [-WALL - 0.12 if inner else WALL, (-w + 0.08) if hinge_right else (w - 0.08), height]
         else:
             depth = float(p.drawer["depth"])  # type: ignore[index]
             local = [depth / 2 + 0.03, 0.0, 0.06]
@@ -281,6 +300,9 @@ class HouseholdWorld(ArmWorld):
         """Replace the objects by ``scene``, set the places' states, park the robot at its start."""
         self.stop_base()
         self.reset_robot()
+        for constraint in self._with_person.values():
+            pb.removeConstraint(constraint, physicsClientId=self.client)
+        self._with_person.clear()
         for body, *_ in self._objects.values():
             pb.removeBody(body, physicsClientId=self.client)
         self._objects.clear()
@@ -331,8 +353,27 @@ class HouseholdWorld(ArmWorld):
                           physicsClientId=self.client)
         return body, bbox
 
+    def _release_grasp(self) -> None:
+        """Letting go next to the person's hand hands the object over: they hold it from then on."""
+        name = self._grasped
+        super()._release_grasp()
+        if name is None or name not in self._objects:
+            return
+        person = next((p for p in self.layout.places.values() if p.hand is not None), None)
+        body = self._objects[name][0]
+        pos, orn = pb.getBasePositionAndOrientation(body, physicsClientId=self.client)
+        if person is not None and float(np.linalg.norm(np.array(pos) - self.layout.coordinates(person.name))) < HANDOVER_REACH:
+            # the person takes it and holds it at their side, out of the way of the next handover
+            side = (-person.front[1], person.front[0])
+            k = len(self._with_person)
+            at = [person.centre[0] + side[0] * (person.width / 2 + 0.08 * (k + 1)),
+                  person.centre[1] + side[1] * (person.width / 2 + 0.08 * (k + 1)), 0.9]
+            pb.resetBasePositionAndOrientation(body, at, orn, physicsClientId=self.client)
+            self._with_person[name] = pb.createConstraint(body, -1, -1, -1, pb.JOINT_FIXED, [0, 0, 0], [0, 0, 0], at,
+                                                          childFrameOrientation=orn, physicsClientId=self.client)
+
     def _graspables(self) -> dict[str, int]:
-        return {n: body for n, (body, thing, _, _) in self._objects.items() if thing.has("pickable")}
+        return {n: body for n, (body, thing, _, _) in self._objects.items() if thing.has("pickable") and n not in self._with_person}
 
     # ----------------------------------------------------------------- states by contact
     def _contact_effects(self, dt: float) -> None:
@@ -419,6 +460,8 @@ class HouseholdWorld(ArmWorld):
         return out
 
     def _place_of(self, o: HouseholdObject) -> tuple[str, bool]:
+        if o.name in self._with_person:
+            return next(p.name for p in self.layout.places.values() if p.hand is not None), False
         for place in self.layout.places.values():
             if place.hand is not None:
                 continue

@@ -43,8 +43,12 @@ CONTACT_MAX_ERROR = 0.15  # rad: a guarded move that stops this close to its goa
 # a wait also gives up after this many times its allowance in wall seconds, so a frozen simulator or
 # driver (whose clock stops) cannot hang a skill; a slow but running one gets its full arm-time allowance
 WALL_BACKSTOP_FACTOR = 4.0
+PALM_HEIGHT = 0.02  # metres from the grasp point up to the palm of the Panda hand
+FINGERTIP_DEPTH = 0.011  # metres from the grasp point down to the fingertips
+GRASP_MARGIN = 0.004
+ELONGATED = 0.01  # metres between a footprint's sides beyond which it is gripped across the shorter one
 SWEEP_CLEARANCE = 0.05  # metres between a swinging gripper (or what it holds) and the highest object
-HELD_MAX_DISTANCE = 0.06  # metres between the gripper and an object it still holds
+HELD_MAX_DISTANCE = 0.04  # metres between the gripper and the top half of an object it still holds
 # a failed pick or place cleans up (puts down what is held, opens, goes home) unless it failed for these
 NO_RECOVERY = (ErrorCode.CANCELED, ErrorCode.EMERGENCY_STOP, ErrorCode.BUSY)
 RECOVERING_SKILLS = ("pick", "place", "put_first_on_second", "handover")
@@ -100,6 +104,9 @@ class SkillLibrary:
         self.planner = PathPlanner(self.kin, np.array(profile.home))
         self.safety = SafetyLimits(profile.safety, self.kin.max_velocity, self.kin.lower, self.kin.upper)
         self.held: str = ""
+        # height of the surface the arm works on, in its base frame: 0 at the tabletop; a mobile
+        # manipulator sets it for the counter or shelf in front of it (transport heights are above it)
+        self.floor_z = 0.0
         self._picked_from: dict[str, np.ndarray] = {}  # where each block was last picked (to put it back)
         self._cancel = CancelToken()
         self._feedback: Feedback = _no_feedback
@@ -154,8 +161,8 @@ class SkillLibrary:
                 self._gripper(self.profile.gripper.max_width)
             self.held = ""
             here, _ = self.kin.fk(self.arm.joint_positions())
-            if here[2] < self.profile.skills.transport_height - 0.02:
-                up = np.array([here[0], here[1], self.profile.skills.transport_height])
+            if here[2] < self.transport_z - 0.02:
+                up = np.array([here[0], here[1], self.transport_z])
                 try:
                     self._move_line(up, self._current_yaw())
                 except TeachbotError:
@@ -184,9 +191,13 @@ class SkillLibrary:
             )
         sk = self.profile.skills
         grasp = obj.position.copy()
+        # the palm stays above a tall object's top and the fingertips above the surface under a flat one
+        top, bottom = obj.position[2] + obj.size[2] / 2, obj.position[2] - obj.size[2] / 2
+        grasp[2] = max(grasp[2], top - PALM_HEIGHT + GRASP_MARGIN, bottom + FINGERTIP_DEPTH + GRASP_MARGIN)
         above = grasp + [0, 0, sk.approach_height]
-        lift = np.array([grasp[0], grasp[1], max(sk.transport_height, grasp[2] + sk.approach_height)])
-        yaw = self._reachable_yaw(_grasp_yaw(obj.yaw), [above, grasp, lift])
+        lift = np.array([grasp[0], grasp[1], max(self.transport_z, grasp[2] + sk.approach_height)])
+        yaw, period = _grasp_yaw(obj)
+        yaw = self._reachable_yaw(yaw, [above, grasp, lift], period)
         self._stage("open", 0.05)
         self._gripper(self.profile.gripper.max_width)
         self._stage("approach", 0.15)
@@ -219,10 +230,13 @@ class SkillLibrary:
         held = self._object(self.held)
         xy, rest_z, target_label, tolerance, floor_z = self._place_target(held, target_name, target_point)
         sk = self.profile.skills
-        release = np.array([xy[0], xy[1], rest_z + sk.place_clearance])
-        carry = np.array([xy[0], xy[1], max(sk.transport_height, release[2] + sk.approach_height)])
+        # the gripper holds the object this far above its centre (a tall one is held near its top)
+        above_centre = float(np.clip(self.kin.fk(self.arm.joint_positions())[0][2] - held.position[2], 0.0, held.size[2] / 2))
+        release = np.array([xy[0], xy[1], rest_z + sk.place_clearance + above_centre])
+        carry = np.array([xy[0], xy[1], max(self.transport_z, release[2] + sk.approach_height)])
         self.safety.check_point(release, "place point")
-        yaw = self._reachable_yaw(_grasp_yaw(held.yaw), [carry, release])
+        yaw, period = _grasp_yaw(held)
+        yaw = self._reachable_yaw(yaw, [carry, release], period)
         self._stage("transport", 0.1)
         self._move_joint_space(carry, yaw, then=(release, carry))
         self._stage("lower", 0.5)
@@ -323,6 +337,11 @@ class SkillLibrary:
             time.sleep(min(0.02, max(0.0, end - time.monotonic())))
         return {}
 
+    @property
+    def transport_z(self) -> float:
+        """Gripper height while carrying: transport_height above the working surface."""
+        return self.floor_z + self.profile.skills.transport_height
+
     # ------------------------------------------------------------------ helpers
     def _stage(self, stage: str, progress: float) -> None:
         self._cancel.check()
@@ -371,7 +390,8 @@ class SkillLibrary:
         if point is None or len(point) < 2:
             raise InvalidArgumentError("place needs a target name or an [x, y] point")
         xy = np.asarray(point[:2], float)
-        return xy, self._support_top(xy, held, 0.0) + half, f"({xy[0]:.3f}, {xy[1]:.3f})", sk.place_tolerance, half
+        floor = self.floor_z
+        return xy, self._support_top(xy, held, floor) + half, f"({xy[0]:.3f}, {xy[1]:.3f})", sk.place_tolerance, floor + half
 
     def _resting_on(self, obj: ObjectInfo) -> list[str]:
         """Names of the objects lying on ``obj`` (from positions: the object list of a perception
@@ -409,7 +429,8 @@ class SkillLibrary:
         if not gone:
             obj = self.source.objects().get(self.held)
             here, _ = self.kin.fk(self.arm.joint_positions())
-            gone = obj is None or float(np.linalg.norm(obj.position - here)) > HELD_MAX_DISTANCE
+            # a tall object is held near its top: its centre may hang half its height below the fingers
+            gone = obj is None or float(np.linalg.norm(obj.position - here)) > HELD_MAX_DISTANCE + obj.size[2] / 2
         if gone:
             self.held = ""
 
@@ -438,11 +459,12 @@ class SkillLibrary:
                 return current
         raise MotionTimeoutError("the gripper did not stop moving; check the gripper driver, then retry")
 
-    def _reachable_yaw(self, yaw: float, points: list[np.ndarray]) -> float:
-        """``yaw`` or a quarter turn of it (the same grasp of a cube) for which every point has an IK
-        solution; close to the robot's base only some hand orientations are within the joint limits."""
+    def _reachable_yaw(self, yaw: float, points: list[np.ndarray], period: float = math.pi / 2) -> float:
+        """``yaw`` or the same grasp turned by ``period`` (a quarter turn for a cube, a half turn for an
+        elongated thing) for which every point has an IK solution; close to the robot's base only some
+        hand orientations are within the joint limits."""
         error: Exception | None = None
-        for candidate in (yaw, yaw + math.pi / 2, yaw - math.pi / 2):
+        for candidate in (yaw, yaw + period, yaw - period):
             seed = self.arm.joint_positions()
             try:
                 for point in points:
@@ -523,6 +545,13 @@ class SkillLibrary:
                 )
 
 
-def _grasp_yaw(yaw: float) -> float:
-    """A block's yaw folded into [-pi/4, pi/4]: the four faces are equivalent for a parallel gripper."""
-    return float((yaw + math.pi / 4) % (math.pi / 2) - math.pi / 4)
+def _grasp_yaw(obj: ObjectInfo) -> tuple[float, float]:
+    """Hand yaw for a top-down grasp of ``obj`` and the turn that gives the same grasp.
+
+    At hand yaw 0 the fingers close along the frame's y axis. A square footprint (a block, a round
+    thing) is gripped alike from its four sides: the yaw is folded into [-pi/4, pi/4]. An elongated
+    one must be gripped across its short side: folded into [-pi/2, pi/2], turned by half turns only."""
+    yaw = obj.yaw if obj.size[0] >= obj.size[1] else obj.yaw + math.pi / 2
+    if abs(float(obj.size[0]) - float(obj.size[1])) < ELONGATED:
+        return float((yaw + math.pi / 4) % (math.pi / 2) - math.pi / 4), math.pi / 2
+    return float((yaw + math.pi / 2) % math.pi - math.pi / 2), math.pi

@@ -1,0 +1,104 @@
+"""The household profile's robot functions (config/robot_api/household.yaml) over the skills.
+
+ROS-free like :mod:`teachbot.console.tabletop_api`: ``skills`` is anything with ``call(name, **fields)``
+returning a result with ``success``, ``code`` and ``message``; ``objects`` returns the names of the
+objects the robot knows about and ``states`` the states of things (perception, or the simulator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.tabletop_api import ARGUMENT_ERRORS, SkillCaller
+from teachbot.errors import ErrorCode
+from teachbot.sim.household_layout import HouseholdLayout
+
+SKILL_FUNCTIONS = {  # console name -> (skill, its argument's field)
+    "move_to": ("move_to", "location"),
+    "grasp": ("grasp", "object_name"),
+    "place_object": ("place_object", "location"),
+    "open": ("open", "thing"),
+    "close": ("close", "thing"),
+    "toggle": ("toggle", "thing"),
+    "slice": ("slice", "object_name"),
+    "wipe": ("wipe", "surface"),
+}
+
+
+class HouseholdRobot:
+    """Implementations of config/robot_api/household.yaml."""
+
+    def __init__(
+        self,
+        skills: SkillCaller,
+        objects: Callable[[], Sequence[str]],
+        states: Callable[[], dict[str, dict[str, Any]]],
+        dialog: DialogChannel,
+        layout: HouseholdLayout | None = None,
+    ) -> None:
+        self.skills = skills
+        self._objects = objects
+        self._states = states
+        self.dialog = dialog
+        self.layout = layout or HouseholdLayout.load()
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        out: dict[str, Callable[..., Any]] = {
+            "wait_for_trigger": self.dialog.wait_for_trigger,
+            "ask": self.dialog.ask,
+            "say": self.dialog.say,
+            "list_objects": self.list_objects,
+            "list_locations": self.list_locations,
+            "get_location_coordinates": self.get_location_coordinates,
+            "get_object_state": self.get_object_state,
+            "handover_object_to_human": self.handover_object_to_human,
+        }
+        for name, (skill, field) in SKILL_FUNCTIONS.items():
+            out[name] = self._skill_function(name, skill, field)
+        return out
+
+    def list_objects(self) -> list[str]:
+        return list(self._objects())
+
+    def list_locations(self) -> list[str]:
+        return self.layout.names()
+
+    def get_location_coordinates(self, location: str) -> list[float]:
+        if location not in self.layout.places:
+            raise ValueError(f"unknown location {location!r}. Use one of list_locations() {self.layout.names()}")
+        return self.layout.coordinates(location)
+
+    def get_object_state(self, object_name: str) -> dict[str, Any]:
+        states = self._states()
+        if object_name in states:
+            return {k: v for k, v in states[object_name].items() if k != "held" or v}
+        known = sorted({*self._objects(), *self.layout.names()})
+        if object_name in known:
+            return {}
+        raise ValueError(f"unknown object {object_name!r}. Use one of list_objects() or list_locations(): {known}")
+
+    def handover_object_to_human(self, hand: str = "right") -> str:
+        return self._call("handover_object_to_human", hand=hand)
+
+    def _skill_function(self, name: str, skill: str, field: str) -> Callable[..., str]:
+        def call(target: str, *args: Any, **kwargs: Any) -> str:
+            if not isinstance(target, str):
+                raise TypeError(f"{name}() takes a name as its first argument, got {type(target).__name__}")
+            extra = dict(zip(("speed_factor",) if name == "move_to" else ("hand",), args))
+            extra.update(kwargs)
+            allowed = {"speed_factor"} if name == "move_to" else {"hand"} if name in ("grasp", "place_object") else set()
+            unknown = sorted(set(extra) - allowed)
+            if unknown:
+                raise TypeError(f"{name}() got an unexpected argument {unknown[0]!r}")
+            return self._call(skill, **{field: target}, **extra)
+
+        call.__name__ = name
+        return call
+
+    def _call(self, skill: str, **fields: Any) -> str:
+        result = self.skills.call(skill, **fields)
+        if result.success:
+            return "success"
+        raise (ValueError if ErrorCode(result.code) in ARGUMENT_ERRORS else RuntimeError)(result.message)
