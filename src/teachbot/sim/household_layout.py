@@ -74,6 +74,9 @@ class BaseSpec:
     max_yaw_rate: float
     standoff: float
     start: tuple[float, float, float]
+    camera_eye: tuple[float, float, float] = (0.05, 0.0, 1.45)  # base frame
+    camera_target: tuple[float, float, float] = (0.9, 0.0, 0.75)
+    camera_size: tuple[int, int] = (424, 240)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,9 @@ class HouseholdLayout:
                 size=_vec(b["size"], 3), arm_mount=_vec(b["arm_mount"], 3), radius=float(b["radius"]),
                 max_speed=float(b["max_speed"]), max_yaw_rate=float(b["max_yaw_rate"]),
                 standoff=float(b["standoff"]), start=_vec(b["start"], 3),
+                camera_eye=_vec(b.get("camera", {}).get("eye", [0.05, 0.0, 1.45]), 3),
+                camera_target=_vec(b.get("camera", {}).get("target", [0.9, 0.0, 0.75]), 3),
+                camera_size=(int(b.get("camera", {}).get("width", 424)), int(b.get("camera", {}).get("height", 240))),
             )
             places = {}
             for name, p in raw["places"].items():

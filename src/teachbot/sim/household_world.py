@@ -11,7 +11,7 @@ No ROS here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import pybullet as pb
 from teachbot.errors import ControllerError, UnknownObjectError
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
+from teachbot.sim.camera import CameraSpec
 from teachbot.sim.household_layout import HouseholdLayout, Place, surface_point
 from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
 from teachbot.sim.household_scene import HouseholdScene
@@ -225,6 +226,17 @@ class HouseholdWorld(ArmWorld):
             hand = pb.getLinkState(self.robot_id, self.hand_index, computeForwardKinematics=True, physicsClientId=self.client)
             new = pb.multiplyTransforms(hand[4], hand[5], rel[0], rel[1])
             pb.resetBasePositionAndOrientation(held, new[0], new[1], physicsClientId=self.client)
+
+    def camera(self, spec: CameraSpec) -> CameraSpec:
+        """``spec`` (rate, optics) as the robot's mast camera, at its own image size, sees from the base's pose now."""
+        pose, b = self.base_pose, self.layout.base
+        c, s = math.cos(pose.yaw), math.sin(pose.yaw)
+
+        def to_map(p: tuple[float, float, float]) -> tuple[float, float, float]:
+            return (pose.x + c * p[0] - s * p[1], pose.y + s * p[0] + c * p[1], p[2])
+
+        return replace(spec, eye=to_map(b.camera_eye), target=to_map(b.camera_target), far=max(spec.far, 8.0),
+                       width=b.camera_size[0], height=b.camera_size[1])
 
     def arm_frame(self, pose: BasePose | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Position and quaternion of the arm's base (panda_link0) in the map for a base ``pose``."""

@@ -49,7 +49,8 @@ RELEASE_LIFT = 0.06  # metres the open hand rises after letting go of a handed-o
 WIPE_REACHES = (0.5, 0.6, 0.4, 0.68)  # metres from the arm's base to the wiping strokes tried, in order
 WIPE_CLEARANCE = 0.02  # metres between the sponge and things standing on the surface
 WIPE_PRESS = 0.003  # metres a sponge is pressed onto the surface it wipes
-PRESS_DEPTH = 0.01  # metres a pressing tool or finger goes below the top it presses on
+PRESS_DEPTH = 0.01  # metres a pressing finger goes below the top it presses on (a switch)
+PRESS_APPROACH = 0.06  # metres above a top where a pressing motion starts
 
 
 @dataclass(frozen=True)
@@ -407,11 +408,12 @@ class HouseholdSkills(SkillLibrary):
         top = self.to_arm(thing.position + np.array([0.0, 0.0, thing.size[2] / 2]))
         held = self.view.things().get(self.held) if self.held else None
         below = float(held.size[2]) / 2 if held is not None else 0.0
-        yaw = self._reachable_yaw(0.0, [top + [0, 0, 0.1]])
-        self._move_joint_space(top + [0, 0, below + 0.1], yaw)
+        above = top + [0, 0, below + PRESS_APPROACH]
+        yaw = self._reachable_yaw(0.0, [above])
+        self._move_joint_space(above, yaw)
         self._move_line(top + [0, 0, below - depth], yaw, speed=0.2, guarded=True)
         self._settle(0.4)
-        self._move_line(top + [0, 0, below + 0.1], yaw)
+        self._move_line(above, yaw)
 
     def skill_toggle(self, thing: str) -> dict:
         """Switch something on or off by pressing it (a lamp, a kettle)."""
