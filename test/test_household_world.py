@@ -70,7 +70,8 @@ def test_the_base_follows_a_timed_path_and_carries_the_arm(kitchen):
     mount = kitchen.layout.base.arm_mount
     assert arm_after - arm_before == pytest.approx([0.5 - mount[0], mount[0], 0.0], abs=1e-6)  # the mount turned with the base
     names, q, _, _ = kitchen.joint_state()
-    assert names[-3:] == ["base_x", "base_y", "base_yaw"] and q[-3:] == pytest.approx([0.5, 0.0, math.pi / 2])
+    assert names[-5:] == ["base_x", "base_y", "base_yaw", "fridge_door", "cupboard_drawer"]
+    assert q[-5:-2] == pytest.approx([0.5, 0.0, math.pi / 2])
 
 
 def test_fridge_door_and_drawer_are_joints_and_their_state_follows(kitchen):
@@ -123,3 +124,20 @@ def test_generated_scenes_repeat_with_their_seed_and_load_in_the_world(world):
     world.reset(a)
     assert sorted(world.object_names()) == sorted(a.names())
     assert all(o.place for o in world.objects())  # each stands on a place
+
+
+def test_the_layouts_handle_geometry_follows_the_simulated_joints(kitchen):
+    """The skills find handles from the layout and the opening alone (as from joint states): that must
+    match where the simulated door and drawer really put them."""
+    from teachbot.sim.household_world import WALL
+
+    place = kitchen.layout.place("fridge")
+    w = place.width
+    for opening in (0.0, 0.5, 1.0):
+        kitchen._set_opening("fridge", opening)
+        kitchen._set_opening("cupboard", opening)
+        door_local = [WALL, w - 0.08, float(place.shelf_height) + 0.2]  # hinge on the left: the handle at +y
+        assert kitchen.handle_position("fridge") == pytest.approx(kitchen._link_point("fridge", door_local), abs=1e-6)
+        drawer = kitchen.layout.place("cupboard").drawer
+        assert kitchen.handle_position("cupboard") == pytest.approx(
+            kitchen._link_point("cupboard", [float(drawer["depth"]) / 2 + 0.03, 0.0, 0.06]), abs=1e-6)

@@ -33,6 +33,8 @@ from teachbot.errors import ConfigError
 MODES = ("sim", "robot", "replay")
 PACKAGE = "teachbot"
 DEFAULT_PROFILE = {"sim": "panda_sim", "robot": "panda_real", "replay": "panda_sim"}
+WORLDS = ("tabletop", "household")
+HOUSEHOLD_PROFILE = "household_sim"  # the robot of world:=household unless robot_profile names another
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Argument:
 
 
 ARGUMENTS: tuple[Argument, ...] = (
+    Argument("world", str, "tabletop", "tabletop | household: the world, its default robot profile and robot API", ("sim", "replay")),
     Argument("robot_profile", str, "", "robot profile: config/robots/<name>.yaml or a path"),
     Argument("seed", int, "", "seed of the random tabletop scene (default: config/sim.yaml)", ("sim", "replay")),
     Argument("scene_file", str, "", "scene YAML; overrides seed (see config/scenes/example.yaml)", ("sim", "replay")),
@@ -182,6 +185,12 @@ def node_set(
     if mode == "replay" and not args["recording"]:
         raise ConfigError("replay needs a recording: set recording:=<directory> (ros2 launch) or pass it to teachbot replay")
     profile = str(args["robot_profile"])
+    world = str(args.get("world") or "tabletop")
+    if world not in WORLDS:
+        raise ConfigError(f"argument world: expected one of {', '.join(WORLDS)}, got {world!r}")
+    if world == "household" and profile == DEFAULT_PROFILE[mode]:
+        profile = HOUSEHOLD_PROFILE
+    household = world == "household" or _profile_world(profile) == "household"
     if mode == "replay":
         args.update(replay_llm(args))
     llm = _pick(args, llm_backend="llm_backend", llm_model="llm_model", llm_base_url="llm_base_url", llm_config="llm_config")
@@ -191,13 +200,16 @@ def node_set(
                          **_pick(args, seed="seed", scene_file="scene_file", real_time_factor="real_time_factor",
                                  camera_enabled="camera")}
     params["skills"] = {"robot_profile": profile}
-    params["perception"] = _pick(args, backend="perception_backend")
-    if mode == "robot":  # no simulator to ask for ground truth
-        params["perception"]["world_state_service"] = ""
+    if not household:  # the household console reads the simulator's object list and states (no perception yet)
+        params["perception"] = _pick(args, backend="perception_backend")
+        if mode == "robot":  # no simulator to ask for ground truth
+            params["perception"]["world_state_service"] = ""
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
         params["improvement"] = dict(llm)
         params["interaction_manager"] = {**llm, **_pick(args, memory="memory")}  # its local fallback reads this store
+        if household:
+            params["interaction_manager"]["api_profile"] = "household"
     if args["record"]:
         params["recorder"] = {"output": str(args["record"])}
     if mode == "replay":
@@ -217,6 +229,16 @@ def node_set(
     if extra and keep is None:
         raise ConfigError(f"parameters for node(s) not in the {mode} set: {', '.join(sorted(extra))}")
     return specs
+
+
+def _profile_world(profile: str) -> str:
+    """The world a robot profile belongs to ('tabletop' when it cannot be read here)."""
+    from teachbot.robot_profile import RobotProfile
+
+    try:
+        return RobotProfile.load(profile).world
+    except ConfigError:
+        return "tabletop"
 
 
 def replay_llm(args: Mapping[str, object]) -> dict[str, object]:

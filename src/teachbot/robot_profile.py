@@ -62,6 +62,7 @@ class RobotProfile:
     skills: SkillConfig
     stowed: tuple[float, ...] = ()  # arm joints while a mobile base drives (home when empty)
     hands: tuple[str, ...] = ("right",)  # names of the arms' hands, one per arm
+    world: str = "tabletop"  # the simulated world this profile belongs to: tabletop or household
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -94,6 +95,7 @@ class RobotProfile:
                 home=tuple(float(v) for v in require(robot, "home", f"{src} robot", list)),
                 stowed=tuple(float(v) for v in robot.get("stowed", [])),
                 hands=tuple(str(h) for h in robot.get("hands", ["right"])),
+                world=str(robot.get("world", "tabletop")),
                 gripper=GripperSpec(float(gripper["max_width"]), float(gripper["holding_min_width"]), float(gripper["effort"])),
                 topics={k: str(v) for k, v in topics.items()},
                 safety=SafetyConfig(
@@ -120,6 +122,8 @@ class RobotProfile:
             raise ConfigError(f"{src}: robot.home has {len(profile.home)} values for {len(profile.arm_joints)} arm joints")
         if profile.stowed and len(profile.stowed) != len(profile.arm_joints):
             raise ConfigError(f"{src}: robot.stowed has {len(profile.stowed)} values for {len(profile.arm_joints)} arm joints")
+        if profile.world not in ("tabletop", "household"):
+            raise ConfigError(f"{src}: robot.world must be tabletop or household, got {profile.world!r}")
         if not 0 < profile.safety.default_speed_factor <= profile.safety.max_speed_factor:
             raise ConfigError(f"{src}: safety.default_speed_factor must be in (0, max_speed_factor]")
         return profile

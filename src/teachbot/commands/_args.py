@@ -7,10 +7,14 @@ from pathlib import Path
 
 
 def add_scene_args(parser: argparse.ArgumentParser) -> None:
-    """--robot-profile, --seed and --scene: which robot and which tabletop scene."""
-    parser.add_argument("--robot-profile", default="panda_sim", help="config/robots/<name>.yaml or a path")
-    parser.add_argument("--seed", type=int, default=None, help="random tabletop scene from this seed")
-    parser.add_argument("--scene", default="", help="explicit scene YAML (see config/scenes/example.yaml)")
+    """--world, --robot-profile, --seed and --scene: which world, which robot and which scene."""
+    parser.add_argument("--world", default="tabletop", choices=("tabletop", "household"),
+                        help="tabletop (blocks and bowls) or household (a kitchen, the arm on a mobile base)")
+    parser.add_argument("--robot-profile", default="panda_sim", help="config/robots/<name>.yaml or a path "
+                        "(default panda_sim; household_sim with --world household)")
+    parser.add_argument("--seed", type=int, default=None, help="random scene from this seed")
+    parser.add_argument("--scene", default="", help="explicit scene YAML (see config/scenes/example.yaml, "
+                        "config/household/scenes/kitchen.yaml)")
 
 
 def scene_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -57,6 +61,7 @@ def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
         "record": str(Path(args.record).resolve()) if args.record else "",
     }
     if mode in ("sim", "replay"):
+        values["world"] = getattr(args, "world", "tabletop")
         values.update(gui=args.gui, real_time_factor=args.real_time_factor,
                       camera=False if args.no_camera else None, **{
                           "seed": args.seed, "scene_file": str(Path(args.scene).resolve()) if args.scene else ""})

@@ -104,8 +104,13 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
         print(f"  not started: {spec.name} ({spec.module} is not installed)", flush=True)
     if "interaction_manager" in names:
         print(f"  talk to it: teachbot chat --domain-id {domain}", flush=True)
-    print("  skills: /skills/<pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait>; Ctrl-C to stop",
-          flush=True)
+    from teachbot.robot_profile import RobotProfile
+
+    household = any(spec.name == "skills" and RobotProfile.load(str(spec.parameters["robot_profile"])).world == "household"
+                    for spec in specs)
+    skills = ("move_to|grasp|place_object|handover_object_to_human|open|close|toggle|slice|wipe" if household
+              else "pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait")
+    print(f"  skills: /skills/<{skills}>; Ctrl-C to stop", flush=True)
     try:
         while not stop.wait(0.5):
             pass

@@ -15,11 +15,12 @@ from typing import Any
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
-from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, TranscriptUpdate
+from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, ThingStates, TranscriptUpdate
 from teachbot_interfaces.srv import Improve, RetrieveExamples
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.dialog import DialogChannel
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
@@ -40,6 +41,7 @@ from teachbot.llm.pricing import PriceTable
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
+from teachbot.robot_profile import RobotProfile
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
 
@@ -53,9 +55,12 @@ class InteractionManagerNode(Node):
     ) -> None:
         super().__init__("interaction_manager", namespace=namespace)
         # ROS parameters, also keyword arguments; any other keyword overrides a key of config/interaction.yaml
-        for name, default in (("config", "interaction"), ("memory", ""), *((key, "") for key in LLM_PARAMETERS)):
+        for name, default in (("config", "interaction"), ("memory", ""), ("api_profile", ""), *((key, "") for key in LLM_PARAMETERS)):
             self.declare_parameter(name, str(overrides.pop(name, default)))
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["interaction"]
+        if self.get_parameter("api_profile").value:  # another robot API: its keys from the config's profiles
+            cfg["api_profile"] = str(self.get_parameter("api_profile").value)
+        cfg.update(cfg.get("profiles", {}).get(str(cfg["api_profile"]), {}))
         cfg.update(overrides)
         refuse_duplicate(self)
         api = RobotApi.load(str(cfg["api_profile"]))
@@ -69,13 +74,17 @@ class InteractionManagerNode(Node):
         self.objects_topic = str(cfg["objects_topic"])
         self.create_subscription(ObjectList, self.objects_topic, self.on_objects, LATCHED_QOS)
         self.create_subscription(LlmCompletion, "improvement/completions", self.on_improvement_completion, TRANSCRIPT_QOS)
-        self.skills = SkillClient(self)
         self.skill_timeout = float(cfg["skill_timeout"])
-        robot = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects, self.dialog)
-        implementations = robot.functions() if api.profile == "tabletop" else {
-            "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say}
-        if "list_objects" in api.names:  # the household profile's object function, from the same list
-            implementations["list_objects"] = self.list_objects
+        self._states: dict[str, dict[str, Any]] = {}
+        if api.profile == "household":
+            self.skills = SkillClient(self, profile=RobotProfile.load(str(cfg.get("robot_profile", "household_sim"))))
+            self.create_subscription(ThingStates, str(cfg.get("states_topic", "/sim/states")), self.on_states, LATCHED_QOS)
+            implementations = HouseholdRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: list(self._current_objects()),
+                                             lambda: dict(self._states), self.dialog).functions()
+        else:
+            self.skills = SkillClient(self)
+            implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects,
+                                            self.dialog).functions()
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
@@ -107,6 +116,18 @@ class InteractionManagerNode(Node):
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
+
+    def on_states(self, msg: ThingStates) -> None:
+        """The household things' states, for get_object_state()."""
+        states = {}
+        for t in msg.things:
+            flags: dict[str, Any] = dict(zip(t.state_names, t.state_values))
+            if t.contents:
+                flags["contents"] = t.contents
+            if t.held:
+                flags["held"] = True
+            states[t.name] = flags
+        self._states = states
 
     def on_improvement_completion(self, msg: LlmCompletion) -> None:
         """The improvement node's calls count towards this episode's tokens and cost."""

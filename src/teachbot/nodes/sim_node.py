@@ -1,8 +1,12 @@
 """ROS 2 node ``sim``: the PyBullet world behind the topics a real arm and camera driver would offer.
 
+The robot profile's ``world`` picks it: the tabletop, or the household kitchen with the arm on a
+mobile base (whose virtual joints base_x, base_y, base_yaw take trajectories on the same controller
+topic, as do the fridge door and cupboard drawer joints, the simulator's stand-in for a pulling hand).
+
 In:  arm_controller/joint_trajectory (trajectory_msgs/JointTrajectory), gripper_controller/command.
 Out: joint_states, clock, camera/{color,depth}/image_raw, camera/color/camera_info, camera/pose,
-     camera/segmentation, sim/objects (ground truth as an object list).
+     camera/segmentation, sim/objects (ground truth as an object list); household: sim/states.
 Sim only: services sim/get_world_state and sim/reset.
 """
 
@@ -19,7 +23,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from teachbot_interfaces.msg import GripperCommand, ObjectList
+from teachbot_interfaces.msg import GripperCommand, ObjectList, ThingState, ThingStates
 from teachbot_interfaces.srv import GetWorldState, ResetScene
 from trajectory_msgs.msg import JointTrajectory
 
@@ -29,6 +33,8 @@ from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, refuse_d
 from teachbot.nodes.convert import camera_info_msg, detected_object_msg, image_msg, object_state_msg, pose_msg
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
+from teachbot.sim.household_scene import HouseholdScene, generate_household_scene, household_scene_from_yaml, load_household_scene
+from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.scene import SceneSpec, TabletopConfig, generate_scene, load_scene_file, scene_from_yaml
 from teachbot.sim.world import TabletopWorld
 
@@ -74,10 +80,17 @@ class SimNode(Node):
         self.profile = RobotProfile.load(str(self.get_parameter("robot_profile").value))
         refuse_duplicate(self)
         self.table = TabletopConfig.load()
-        self.world = TabletopWorld(self.profile, self.table, gui=bool(p["gui"]), time_step=float(p["time_step"]),
-                                   grasp_assist=bool(p["grasp_assist"]))
+        self.household = self.profile.world == "household"
+        options = {"gui": bool(p["gui"]), "time_step": float(p["time_step"]), "grasp_assist": bool(p["grasp_assist"])}
+        self.world: TabletopWorld | HouseholdWorld
+        if self.household:
+            self.world = HouseholdWorld(self.profile, **options)
+            scene = load_household_scene(str(p["scene_file"]) or None) if not int(p["seed"]) else generate_household_scene(int(p["seed"]))
+        else:
+            self.world = TabletopWorld(self.profile, self.table, **options)
+            scene = load_scene_file(str(p["scene_file"]), self.table) if p["scene_file"] else generate_scene(int(p["seed"]), self.table)
+        self.frame = "map" if self.household else "base"
         self.lock = threading.RLock()
-        scene = load_scene_file(str(p["scene_file"]), self.table) if p["scene_file"] else generate_scene(int(p["seed"]), self.table)
         self.world.reset(scene)
         self.periods = {"joints": 1.0 / float(p["joint_state_rate"]), "objects": 1.0 / float(p["object_rate"]),
                         "camera": 1.0 / self.camera.rate if self.camera_enabled else float("inf")}
@@ -91,6 +104,7 @@ class SimNode(Node):
         self.seg_pub = self.create_publisher(Image, "camera/segmentation", SENSOR_QOS)
         self.info_pub = self.create_publisher(CameraInfo, "camera/color/camera_info", LATCHED_QOS)
         self.camera_pose_pub = self.create_publisher(PoseStamped, "camera/pose", LATCHED_QOS)
+        self.states_pub = self.create_publisher(ThingStates, "sim/states", LATCHED_QOS) if self.household else None
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(JointTrajectory, topics["joint_trajectory"], self.on_trajectory, COMMAND_QOS, callback_group=group)
         self.create_subscription(GripperCommand, topics["gripper_command"], self.on_gripper, COMMAND_QOS, callback_group=group)
@@ -144,21 +158,49 @@ class SimNode(Node):
             with self.lock:
                 objects = self.world.objects()
             msg = ObjectList(objects=[detected_object_msg(o, i) for i, o in enumerate(objects)])
-            msg.header.frame_id, msg.header.stamp = "base", stamp
+            msg.header.frame_id, msg.header.stamp = self.frame, stamp
             self.objects_pub.publish(msg)
+            if self.states_pub is not None:
+                self.states_pub.publish(self._thing_states(stamp))
         elif kind == "camera":
             with self.lock:
-                frame = self.world.render(self.camera)
-            fid = self.camera.frame_id
+                spec = self.world.camera(self.camera) if isinstance(self.world, HouseholdWorld) else self.camera
+                frame = self.world.render(spec)
+            if spec is not self.camera:  # the mast camera moves with the base
+                self._publish_camera_pose(spec, stamp)
+            fid = spec.frame_id
             self.color_pub.publish(image_msg(frame.rgb, "rgb8", fid, stamp))
             self.depth_pub.publish(image_msg(frame.depth, "32FC1", fid, stamp))
             self.seg_pub.publish(image_msg(frame.segmentation, "32SC1", fid, stamp))
-            self.info_pub.publish(camera_info_msg(self.camera, stamp))
+            self.info_pub.publish(camera_info_msg(spec, stamp))
 
-    def _publish_camera_pose(self) -> None:
-        rot, eye = self.camera.pose()
+    def _thing_states(self, stamp: Time) -> ThingStates:
+        """Every object's and place's states (household world)."""
+        world = self.world
+        assert isinstance(world, HouseholdWorld)
+        with self.lock:
+            objects = {o.name: o for o in world.objects()}
+            states = world.thing_states()
+            things = [(name, world.rules.thing(name)) for name in [*world.layout.places, *world.object_names()]]
+        msg = ThingStates()
+        msg.header.frame_id, msg.header.stamp = self.frame, stamp
+        for name, thing in things:
+            flags = {k: v for k, v in states.get(name, {}).items() if k not in ("held", "contents")}
+            o = objects.get(name)
+            msg.things.append(ThingState(
+                name=name, type=thing.kind, place=o.place if o else "", inside=bool(o.inside) if o else False,
+                held=bool(o.held) if o else False, properties=sorted(thing.properties), state_names=list(flags),
+                state_values=[bool(v) for v in flags.values()], contents=str(states.get(name, {}).get("contents") or ""),
+            ))
+        return msg
+
+    def _publish_camera_pose(self, spec: CameraSpec | None = None, stamp: Time | None = None) -> None:
+        spec = spec or (self.world.camera(self.camera) if isinstance(self.world, HouseholdWorld) else self.camera)
+        rot, eye = spec.pose()
         msg = PoseStamped()
-        msg.header.frame_id = "base"
+        msg.header.frame_id = self.frame
+        if stamp is not None:
+            msg.header.stamp = stamp
         msg.pose = pose_msg(eye, quaternion_from_matrix(rot))
         self.camera_pose_pub.publish(msg)
 
@@ -202,10 +244,13 @@ class SimNode(Node):
 
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         try:
-            scene: SceneSpec = (
-                scene_from_yaml(request.scene_yaml, self.table, source="reset request")
-                if request.scene_yaml.strip() else generate_scene(int(request.seed), self.table)
-            )
+            scene: SceneSpec | HouseholdScene
+            if self.household:  # seed 0 without a scene: the default kitchen
+                scene = (household_scene_from_yaml(request.scene_yaml, source="reset request") if request.scene_yaml.strip()
+                         else generate_household_scene(int(request.seed)) if request.seed else load_household_scene())
+            else:
+                scene = (scene_from_yaml(request.scene_yaml, self.table, source="reset request")
+                         if request.scene_yaml.strip() else generate_scene(int(request.seed), self.table))
             with self.lock:
                 self.world.reset(scene)
                 objects = self.world.objects()

@@ -22,7 +22,8 @@ from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
 from teachbot.errors import ControllerError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS
-from teachbot.nodes.skills_node import SKILLS
+from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
+from teachbot.robot_profile import RobotProfile
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
 
@@ -54,9 +55,12 @@ def _wait_future(future: Any, timeout: float, what: str) -> Any:
 class SkillClient:
     """Action clients for every skill plus the sim services and the emergency stop publisher."""
 
-    def __init__(self, node: Node, estop_topic: str = "/emergency_stop") -> None:
+    def __init__(self, node: Node, estop_topic: str = "/emergency_stop", profile: RobotProfile | None = None) -> None:
+        """Clients for the skills of ``profile`` (default: the tabletop arm's)."""
         self.node = node
-        self._clients = {name: ActionClient(node, action_type, f"skills/{name}") for name, (action_type, _) in SKILLS.items()}
+        self.skills = skills_for(profile) if profile is not None else SKILLS
+        self.household = profile is not None and profile.world == "household"
+        self._clients = {name: ActionClient(node, action_type, f"skills/{name}") for name, (action_type, _) in self.skills.items()}
         self._world = node.create_client(GetWorldState, "sim/get_world_state")
         self._reset = node.create_client(ResetScene, "sim/reset")
         self._release = node.create_client(ReleaseHandover, "skills/release_handover")
@@ -85,7 +89,7 @@ class SkillClient:
             if pending and time.monotonic() > deadline:
                 raise ControllerError(f"{len(pending)} skill servers/services not up after {timeout:.0f} s; start the skills and sim nodes")
             time.sleep(0.01)
-        probes = [lambda: self.send("wait", timeout=2.0, duration=0.0).result(2.0)]
+        probes = [] if self.household else [lambda: self.send("wait", timeout=2.0, duration=0.0).result(2.0)]
         if sim:
             probes.insert(0, lambda: self.world_state(timeout=2.0))
         for probe in probes:
@@ -104,8 +108,12 @@ class SkillClient:
             raise ControllerError(
                 f"{name} is not available: no skills node serves skills/{name}; start it (ros2 run teachbot skills)"
             )
-        action_type = SKILLS[name][0]
+        action_type = self.skills[name][0]
         goal = action_type.Goal()
+        if self.household:  # the skill's own keyword for what it acts on travels as the goal's target
+            target = HOUSEHOLD_FIELDS[name][0]
+            if target and target in fields:
+                fields = {**{k: v for k, v in fields.items() if k != target}, "target": fields[target]}
         for key, value in fields.items():
             if key in ("target_point", "position"):
                 point = getattr(goal, key)

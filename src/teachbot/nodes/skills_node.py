@@ -3,8 +3,10 @@
 It commands the arm only through the controller topics of the robot profile (a trajectory and a
 gripper command out, joint states in), reads object positions from the profile's object topic, and
 obeys the emergency stop topic (std_msgs/Bool: true cancels every goal and holds position).
-Actions: skills/{pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait};
-service skills/release_handover.
+Actions: skills/{pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait}; for a
+household profile instead skills/{move_to, grasp, place_object, handover_object_to_human, open, close,
+toggle, slice, wipe} (HouseholdSkill), the base driven through its virtual joints on the same
+controller topic. Service skills/release_handover.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
-from teachbot_interfaces.action import GoHome, Gripper, Handover, MoveTo, Pick, Place, PutFirstOnSecond, Wait
+from teachbot_interfaces.action import GoHome, Gripper, Handover, HouseholdSkill, MoveTo, Pick, Place, PutFirstOnSecond, Wait
 from teachbot_interfaces.msg import GripperCommand, ObjectList, SkillFeedback
 from teachbot_interfaces.srv import ReleaseHandover
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -30,7 +32,10 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from teachbot.errors import ControllerError, EmergencyStopError, ErrorCode
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, run_nodes, wait_for_worker
 from teachbot.nodes.convert import object_info, skill_result
+from teachbot.nodes.household_ros import RosBase, RosHouseholdView
 from teachbot.robot_profile import RobotProfile
+from teachbot.sim.household_layout import HouseholdLayout
+from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 
@@ -38,6 +43,7 @@ STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill 
 # finished goals are kept this long for late result requests; every kept goal is re-sent in each
 # status update, so a long window makes each round trip slower as goals accumulate
 RESULT_TIMEOUT = 1
+HANDOVERS = ("handover", "handover_object_to_human")  # skills that wait for skills/release_handover
 
 
 def _duration(seconds: float) -> Duration:
@@ -81,6 +87,14 @@ class RosArm:
     def gripper_width(self) -> float:
         self._wait_state()
         return float(sum(self._state.get(n, 0.0) for n in self._fingers))
+
+    def joint_values(self, names: tuple[str, ...]) -> list[float]:
+        """Latest positions of any joints the driver reports (a mobile base's, a door's)."""
+        self._wait_state()
+        missing = [n for n in names if n not in self._state]
+        if missing:
+            raise ControllerError(f"the joint states carry no {', '.join(missing)}; is the driver for them running?")
+        return [float(self._state[n]) for n in names]
 
     def send_trajectory(self, joint_names: tuple[str, ...], times: np.ndarray, positions: np.ndarray) -> None:
         msg = JointTrajectory(joint_names=list(joint_names))
@@ -157,6 +171,43 @@ SKILLS: dict[str, tuple[type, Callable[[Any], dict[str, Any]]]] = {
     "wait": (Wait, lambda g: {"duration": g.duration}),
 }
 
+# the household profile's skills (teachbot.skills.household), all with the HouseholdSkill action
+_HAND = "hand"
+HOUSEHOLD_FIELDS = {  # skill -> the keyword its goal's target becomes, and what else it takes
+    "move_to": ("location", ("speed_factor",)),
+    "grasp": ("object_name", (_HAND,)),
+    "place_object": ("location", (_HAND,)),
+    "handover_object_to_human": ("", (_HAND, "timeout")),
+    "open": ("thing", ()),
+    "close": ("thing", ()),
+    "toggle": ("thing", ()),
+    "slice": ("object_name", ()),
+    "wipe": ("surface", ()),
+}
+
+
+def _household_kwargs(name: str, hands: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
+    target, extras = HOUSEHOLD_FIELDS[name]
+
+    def to_kwargs(goal: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {target: goal.target} if target else {}
+        if _HAND in extras:
+            kwargs["hand"] = goal.hand or hands[0]
+        if "speed_factor" in extras:
+            kwargs["speed_factor"] = goal.speed_factor or 0.5
+        if "timeout" in extras:
+            kwargs["timeout"] = goal.timeout
+        return kwargs
+
+    return to_kwargs
+
+
+def skills_for(profile: RobotProfile) -> dict[str, tuple[type, Callable[[Any], dict[str, Any]]]]:
+    """The actions a skills node serves for ``profile``: the tabletop arm's or the household robot's."""
+    if profile.world == "household":
+        return {name: (HouseholdSkill, _household_kwargs(name, profile.hands)) for name in HOUSEHOLD_FIELDS}
+    return SKILLS
+
 
 class SkillsNode(Node):
     """Action servers for the skills; one skill runs at a time, the e-stop overrides everything."""
@@ -169,7 +220,14 @@ class SkillsNode(Node):
         state_group = MutuallyExclusiveCallbackGroup()
         self.arm = RosArm(self, self.profile, state_group)
         self.objects = RosObjects(self, self.profile.topics["objects"], state_group)
-        self.library = SkillLibrary(self.profile, self.arm, self.objects)
+        self.skills = skills_for(self.profile)
+        self.library: SkillLibrary
+        if self.profile.world == "household":
+            layout = HouseholdLayout.load()
+            view = RosHouseholdView(self, self.profile.topics["objects"], "sim/states", self.arm, layout, state_group)
+            self.library = HouseholdSkills(self.profile, self.arm, RosBase(self.arm), view, layout)
+        else:
+            self.library = SkillLibrary(self.profile, self.arm, self.objects)
         self._busy = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skill")
         self._running: tuple[str, CancelToken] | None = None
@@ -184,10 +242,10 @@ class SkillsNode(Node):
                 goal_callback=lambda _goal: GoalResponse.ACCEPT, cancel_callback=lambda _goal: CancelResponse.ACCEPT,
                 callback_group=goals, result_timeout=RESULT_TIMEOUT,
             )
-            for name, (action_type, to_kwargs) in SKILLS.items()
+            for name, (action_type, to_kwargs) in self.skills.items()
         ]
         self.create_service(ReleaseHandover, "skills/release_handover", self.on_release_handover, callback_group=goals)
-        self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(SKILLS)}")
+        self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(self.skills)}")
 
     def close(self) -> None:
         """Destroy the action servers too: destroy_node() leaves them on the graph."""
@@ -226,12 +284,12 @@ class SkillsNode(Node):
         token = CancelToken(poll=lambda: goal_handle.is_cancel_requested)
         self._running = (name, token)
         try:
-            if name == "handover":
+            if name in HANDOVERS:
                 self._release.clear()
                 kwargs["release"] = self._release
 
             def feedback(stage: str, progress: float) -> None:
-                goal_handle.publish_feedback(_feedback(name, stage, progress))
+                goal_handle.publish_feedback(self.skills[name][0].Feedback(feedback=SkillFeedback(stage=stage, progress=float(progress))))
 
             return self.library.run(name, cancel=token, feedback=feedback, **kwargs)
         finally:
@@ -250,17 +308,12 @@ class SkillsNode(Node):
 
     def on_release_handover(self, request: ReleaseHandover.Request, response: ReleaseHandover.Response) -> ReleaseHandover.Response:
         running = self._running
-        if running is None or running[0] != "handover":
+        if running is None or running[0] not in HANDOVERS:
             response.success, response.message = False, "no handover is running; start one with the handover action"
         else:
             self._release.set()
             response.success, response.message = True, "releasing"
         return response
-
-
-def _feedback(name: str, stage: str, progress: float) -> Any:
-    action_type = SKILLS[name][0]
-    return action_type.Feedback(feedback=SkillFeedback(stage=stage, progress=float(progress)))
 
 
 def main(args: list[str] | None = None) -> int:

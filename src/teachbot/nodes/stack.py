@@ -18,6 +18,7 @@ from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecu
 
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodeset import NodeSpec, node_set
+from teachbot.robot_profile import RobotProfile
 from teachbot.ros_env import configure_loopback
 
 SWITCH_INTERVAL = 0.001  # seconds
@@ -88,7 +89,7 @@ class InProcessStack:
             self._thread = threading.Thread(target=self._spin, daemon=True, name="teachbot-stack")
             self._thread.start()
             self.client_node = rclpy.create_node("teachbot_client")
-            self.client = SkillClient(self.client_node)
+            self.client = SkillClient(self.client_node, profile=RobotProfile.load(self.robot_profile))
             self.client.spin_in_background()
             self.client.wait_ready(wait, sim=self.with_sim)
         except BaseException:

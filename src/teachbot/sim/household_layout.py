@@ -12,9 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from teachbot.config import load_yaml
 from teachbot.errors import ConfigError, UnknownObjectError
 from teachbot.paths import config_path
+
+CABINET_WALL = 0.03  # metres: walls of the fridge and the cupboard
+BASE_JOINTS = ("base_x", "base_y", "base_yaw")  # the holonomic base as virtual joints (metres, metres, radians)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,16 @@ class Place:
     @property
     def openable(self) -> bool:
         return self.door is not None or self.drawer is not None
+
+    @property
+    def joint(self) -> str:
+        """Name of the joint of its door ('<place>_door', radians) or drawer ('<place>_drawer', metres)."""
+        return f"{self.name}_door" if self.door is not None else f"{self.name}_drawer" if self.drawer is not None else ""
+
+    @property
+    def joint_limit(self) -> float:
+        """The joint's fully open position."""
+        return float(self.door["open_angle"]) if self.door is not None else float(self.drawer["travel"]) if self.drawer else 0.0
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,66 @@ class HouseholdLayout:
             x, y = p.centre[0] + p.front[0] * p.hand["reach"], p.centre[1] + p.front[1] * p.hand["reach"]
             return [round(x, 3), round(y, 3), round(p.hand["height"], 3)]
         return [round(p.centre[0], 3), round(p.centre[1], 3), round(p.height, 3)]
+
+    def handle(self, name: str, opening: float, inner: bool = False) -> tuple[float, float, float]:
+        """Map position of the handle of the door or drawer of ``name`` when it is ``opening`` (0 closed,
+        1 fully open): near the door's free edge at hand height, or the middle of the drawer's front.
+        ``inner``: a hand's width off the door's inner face, where a hand pushes it shut."""
+        p = self.place(name)
+        d, w = p.depth, p.width
+        if p.door is not None:
+            right = p.door.get("hinge", "right") == "right"
+            hinge_y = w / 2 if right else -w / 2
+            angle = opening * float(p.door["open_angle"]) * (1.0 if right else -1.0)
+            x, y = -CABINET_WALL - 0.12 if inner else CABINET_WALL, (-w + 0.08) if right else (w - 0.08)
+            c, s = math.cos(angle), math.sin(angle)
+            local = (d / 2 + CABINET_WALL / 2 + c * x - s * y, hinge_y + s * x + c * y, float(p.shelf_height or p.height / 2) + 0.2)
+        elif p.drawer is not None:
+            depth, travel = float(p.drawer["depth"]), float(p.drawer["travel"])
+            local = (d / 2 - depth / 2 - 0.005 + opening * travel + depth / 2 + 0.03, 0.0, float(p.drawer["floor_height"]) + 0.06)
+        else:
+            raise UnknownObjectError(f"{name!r} has no door or drawer; openable: {[n for n, q in self.places.items() if q.openable]}")
+        yaw = math.atan2(p.front[1], p.front[0])  # the place's own x axis points at the robot
+        c, s = math.cos(yaw), math.sin(yaw)
+        return p.centre[0] + c * local[0] - s * local[1], p.centre[1] + s * local[0] + c * local[1], local[2]
+
+    def fixed_boxes(self, name: str) -> list[tuple[list[float], list[float]]]:
+        """The fixed part of a place as boxes (half extents, centre) in its own frame (origin at its
+        centre on the floor, x towards the robot): a solid block, or a fridge's walls and the block
+        under its shelf, or a cupboard's body around its drawer. Doors and drawers are not included."""
+        p = self.place(name)
+        d, w, h = p.depth, p.width, p.height
+        wall = CABINET_WALL
+        if p.door is not None:
+            shelf = float(p.shelf_height or h / 2)
+            return [
+                ([wall / 2, w / 2, h / 2], [-d / 2 + wall / 2, 0, h / 2]),  # back
+                ([d / 2, wall / 2, h / 2], [0, w / 2 - wall / 2, h / 2]),  # sides
+                ([d / 2, wall / 2, h / 2], [0, -w / 2 + wall / 2, h / 2]),
+                ([d / 2, w / 2, wall / 2], [0, 0, h - wall / 2]),  # top
+                ([d / 2, w / 2, shelf / 2], [0, 0, shelf / 2]),  # below the shelf
+            ]
+        if p.drawer is not None:
+            below, width = float(p.drawer["floor_height"]) - 0.012, float(p.drawer["width"])
+            return [
+                ([d / 2, w / 2, below / 2], [0, 0, below / 2]),  # the body under the drawer
+                ([d / 2, w / 2, wall / 2], [0, 0, h - wall / 2]),  # top
+                ([wall / 2, w / 2, (h - below) / 2], [-d / 2 + wall / 2, 0, (h + below) / 2]),  # back
+                ([d / 2, (w - width) / 4, (h - below) / 2], [0, (w + width) / 4, (h + below) / 2]),  # beside the drawer
+                ([d / 2, (w - width) / 4, (h - below) / 2], [0, -(w + width) / 4, (h + below) / 2]),
+            ]
+        return [([d / 2, w / 2, h / 2], [0, 0, h / 2])]
+
+    def obstacles(self) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Every place's fixed boxes in the map: (centre, half extents, yaw about z)."""
+        out = []
+        for p in self.places.values():
+            yaw = math.atan2(p.front[1], p.front[0])
+            c, s = math.cos(yaw), math.sin(yaw)
+            for half, centre in self.fixed_boxes(p.name):
+                x, y = p.centre[0] + c * centre[0] - s * centre[1], p.centre[1] + s * centre[0] + c * centre[1]
+                out.append((np.array([x, y, centre[2]]), np.array(half), yaw))
+        return out
 
     def surface(self, name: str, drawer_open: float = 0.0) -> Surface:
         """Where things put at ``name`` rest: the top; in the fridge its shelf; in the cupboard its

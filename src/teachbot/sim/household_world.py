@@ -21,12 +21,12 @@ from teachbot.errors import ControllerError, UnknownObjectError
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.household_layout import HouseholdLayout, Place, surface_point
+from teachbot.sim.household_layout import BASE_JOINTS, CABINET_WALL, HouseholdLayout, Place, surface_point
 from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
 from teachbot.sim.household_scene import HouseholdScene
 from teachbot.skills.navigation import BasePath, BasePose
 
-WALL = 0.03  # metres: walls of the fridge and the cupboard
+WALL = CABINET_WALL
 EFFECT_EVERY = 12  # physics steps between checks of contact effects (20 Hz at 240 Hz)
 WIPE_DISTANCE = 0.25  # metres a held sponge must rub over a surface to clean it
 SLICE_TIME = 0.3  # seconds a held knife must press on something sliceable
@@ -52,6 +52,11 @@ class HouseholdObject:
     supported_by: str = ""  # an object it rests on
     inside: bool = False  # in the fridge or the drawer
     held: bool = False
+
+    @property
+    def category(self) -> str:
+        """The type, under the name the tabletop's object messages use."""
+        return self.type
 
 
 class HouseholdWorld(ArmWorld):
@@ -155,14 +160,8 @@ class HouseholdWorld(ArmWorld):
         return body
 
     def _build_fridge(self, place: Place, yaw: float, d: float, w: float) -> int:
-        h, shelf = place.height, float(place.shelf_height or place.height / 2)
-        base = [
-            ([WALL / 2, w / 2, h / 2], [-d / 2 + WALL / 2, 0, h / 2]),  # back
-            ([d / 2, WALL / 2, h / 2], [0, w / 2 - WALL / 2, h / 2]),  # sides
-            ([d / 2, WALL / 2, h / 2], [0, -w / 2 + WALL / 2, h / 2]),
-            ([d / 2, w / 2, WALL / 2], [0, 0, h - WALL / 2]),  # top
-            ([d / 2, w / 2, shelf / 2], [0, 0, shelf / 2]),  # below the shelf
-        ]
+        h = place.height
+        base = self.layout.fixed_boxes(place.name)
         hinge_y = w / 2 if place.door.get("hinge", "right") == "right" else -w / 2  # type: ignore[union-attr]
         # the robot looks along -x: its right is +y. The door reaches from the hinge across the front.
         sign = -1.0 if hinge_y > 0 else 1.0
@@ -176,14 +175,7 @@ class HouseholdWorld(ArmWorld):
         h, floor, travel = place.height, float(dr["floor_height"]), float(dr["travel"])
         depth, width = float(dr["depth"]), float(dr["width"])
         drawer_h = h - WALL - floor - 0.01
-        below = floor - 0.012
-        base = [
-            ([d / 2, w / 2, below / 2], [0, 0, below / 2]),  # the body under the drawer
-            ([d / 2, w / 2, WALL / 2], [0, 0, h - WALL / 2]),  # top
-            ([WALL / 2, w / 2, (h - below) / 2], [-d / 2 + WALL / 2, 0, (h + below) / 2]),  # back
-            ([d / 2, (w - width) / 4, (h - below) / 2], [0, (w + width) / 4, (h + below) / 2]),  # sides beside the drawer
-            ([d / 2, (w - width) / 4, (h - below) / 2], [0, -(w + width) / 4, (h + below) / 2]),
-        ]
+        base = self.layout.fixed_boxes(place.name)
         wall_h = min(0.1, drawer_h)
         drawer = [
             ([depth / 2, width / 2 - 0.005, 0.005], [0, 0, -0.005]),  # floor
@@ -255,6 +247,11 @@ class HouseholdWorld(ArmWorld):
     def stop_base(self) -> None:
         self._base_path = None
 
+    def hold(self) -> None:
+        """Stop the arm and the base where they are (emergency stop, cancel)."""
+        self.stop_base()
+        super().hold()
+
     @property
     def base_moving(self) -> bool:
         return self._base_path is not None
@@ -289,23 +286,15 @@ class HouseholdWorld(ArmWorld):
         self.command_articulation(place, fraction > 0.5)
 
     def handle_position(self, place: str, inner: bool = False) -> np.ndarray:
-        """Map position of the handle of a door or drawer (near its free edge, at hand height); ``inner``:
-        the point a hand's width off the door's inner face, where it pushes the door shut (a drawer is
-        pushed shut at its handle too)."""
-        body = self._bodies[place]
-        p = self.layout.place(place)
-        state = pb.getLinkState(body, 0, computeForwardKinematics=True, physicsClientId=self.client)
-        frame_pos, frame_orn = state[4], state[5]
-        if p.door is not None:
-            w = p.width
-            hinge_right = p.door.get("hinge", "right") == "right"
-            height = float(p.shelf_height or p.height / 2) + 0.2
-            local = [-WALL - 0.12 if inner else WALL, (-w + 0.08) if hinge_right else (w - 0.08), height]
-        else:
-            depth = float(p.drawer["depth"])  # type: ignore[index]
-            local = [depth / 2 + 0.03, 0.0, 0.06]
-        pos, _ = pb.multiplyTransforms(frame_pos, frame_orn, local, [0, 0, 0, 1])
-        return np.array(pos)
+        """Map position of the handle of a door or drawer as it is now (see :meth:`HouseholdLayout.handle`)."""
+        if place not in self._joints:
+            raise UnknownObjectError(f"{place!r} has no door or drawer; openable: {sorted(self._joints)}")
+        return np.array(self.layout.handle(place, self.opening(place), inner))
+
+    def _link_point(self, place: str, local: list[float]) -> np.ndarray:
+        """A point given in the frame of the moving part (door or drawer) of ``place``, in the map."""
+        state = pb.getLinkState(self._bodies[place], 0, computeForwardKinematics=True, physicsClientId=self.client)
+        return np.array(pb.multiplyTransforms(state[4], state[5], local, [0, 0, 0, 1])[0])
 
     # ----------------------------------------------------------------- scenes
     def reset(self, scene: HouseholdScene) -> None:
@@ -446,11 +435,35 @@ class HouseholdWorld(ArmWorld):
 
     # ----------------------------------------------------------------- ground truth
     def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-        """The arm and fingers, then the base as virtual joints base_x, base_y, base_yaw."""
+        """The arm and fingers, the base as virtual joints base_x, base_y, base_yaw, then the door and
+        drawer joints ('fridge_door', 'cupboard_drawer')."""
         names, q, v, e = super().joint_state()
         pose = self.base_pose
-        return [*names, "base_x", "base_y", "base_yaw"], np.append(q, [pose.x, pose.y, pose.yaw]), np.append(v, [0, 0, 0]), \
-            np.append(e, [0, 0, 0])
+        places = [self.layout.place(p) for p in self._joints]
+        extra_q = [pose.x, pose.y, pose.yaw, *(self.opening(p.name) * p.joint_limit for p in places)]
+        zeros = [0.0] * len(extra_q)
+        return [*names, *BASE_JOINTS, *(p.joint for p in places)], np.append(q, extra_q), np.append(v, zeros), np.append(e, zeros)
+
+    def command_trajectory(self, joint_names: list[str], times: list[float], positions: list[list[float]]) -> None:
+        """The arm's trajectory controller, plus two more behind the same interface: base_x, base_y and
+        base_yaw together drive the base along the points; a door or drawer joint alone drives that
+        joint to its last point (the simulator's stand-in for the hand pulling it)."""
+        names = list(joint_names)
+        doors = {self.layout.place(p).joint: p for p in self._joints}
+        if names and set(names) <= set(BASE_JOINTS):
+            if set(names) != set(BASE_JOINTS) or not positions or len(times) != len(positions):
+                raise ControllerError(f"a base trajectory names all of {list(BASE_JOINTS)} with one time per point")
+            index = [names.index(j) for j in BASE_JOINTS]
+            poses = [BasePose(*(float(point[i]) for i in index)) for point in positions]
+            t = [float(x) for x in times]
+            if t[0] > 0:
+                poses, t = [self.base_pose, *poses], [0.0, *t]
+            self.command_base(BasePath(tuple(poses), tuple(t)))
+        elif len(names) == 1 and names[0] in doors:
+            place = doors[names[0]]
+            self.command_articulation(place, float(positions[-1][0]) > self.layout.place(place).joint_limit / 2)
+        else:
+            super().command_trajectory(names, times, positions)
 
     def objects(self) -> list[HouseholdObject]:
         """Ground truth of every object: pose, states, the place it is at, what it rests on."""

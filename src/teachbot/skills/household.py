@@ -114,6 +114,7 @@ class HouseholdSkills(SkillLibrary):
         footprints = [Footprint(p.name, p.centre, (p.size[0] / 2, p.size[1] / 2)) for p in self.layout.places.values()]
         (x0, x1), (y0, y1) = self.layout.room["x"], self.layout.room["y"]
         self.map = NavigationMap(((x0, x1), (y0, y1)), footprints, self.layout.base.radius)
+        self._furniture = self.layout.obstacles()  # map frame; the planner gets them in the arm's frame
         self._handover_release: threading.Event | None = None
 
     # ------------------------------------------------------------------ frames
@@ -133,6 +134,18 @@ class HouseholdSkills(SkillLibrary):
         origin, yaw = self.arm_frame()
         c, s = math.cos(yaw), math.sin(yaw)
         return origin + np.array([c * point[0] - s * point[1], s * point[0] + c * point[1], point[2]])
+
+    def _plan_around_furniture(self) -> None:
+        """Hand the planner the furniture near the base as it stands now, in the arm's frame."""
+        origin, yaw = self.arm_frame()
+        c, s = math.cos(yaw), math.sin(yaw)
+        boxes = []
+        for centre, half, box_yaw in self._furniture:
+            d = centre - origin
+            if math.hypot(d[0], d[1]) > NEAR_ARM + float(np.linalg.norm(half[:2])):
+                continue
+            boxes.append((np.array([c * d[0] + s * d[1], -s * d[0] + c * d[1], d[2]]), half, box_yaw - yaw))
+        self.planner.obstacles = boxes
 
     # ------------------------------------------------------------------ checks
     def _thing(self, name: str) -> Thing:
@@ -204,11 +217,13 @@ class HouseholdSkills(SkillLibrary):
             if time.monotonic() > deadline:
                 self.base.stop()
                 raise MotionTimeoutError(f"the base did not reach {location!r} in time; check the base driver, then retry")
+        self._plan_around_furniture()
         return {}
 
     def _stow(self) -> None:
         """Arm in for driving: folded over the base, or holding something a little out in front (a
         long thing held over the base would hit the arm's own links)."""
+        self._plan_around_furniture()  # the base may have been moved (a reset, a person pushing it)
         if self._holding():
             # pull straight back at this height first (out of a fridge, off a shelf), then to the carry point
             here, yaw = self.kin.fk(self.arm.joint_positions())[0], self._current_yaw()
@@ -236,6 +251,7 @@ class HouseholdSkills(SkillLibrary):
                     across = current
         if not self.at(place, across, back):
             self.skill_move_to(place, speed_factor=self.profile.safety.default_speed_factor, across=across, back=back)
+        self._plan_around_furniture()
         opening = self.view.opening(place) if self.layout.place(place).drawer else 0.0
         travel = opening * float(self.layout.place(place).drawer["travel"]) if self.layout.place(place).drawer else 0.0
         self.floor_z = self.layout.surface(place, travel).z - self.layout.base.arm_mount[2]

@@ -81,6 +81,14 @@ class KinematicsModel:
         state = pb.getLinkState(self.body, self.ee, computeForwardKinematics=True, physicsClientId=self.client)
         return np.array(state[4]), np.array(state[5])
 
+    def link_points(self, q: np.ndarray) -> np.ndarray:
+        """Points along the arm for arm joints ``q`` (base frame): the origins of the links from the
+        second joint to the wrist and the middles between consecutive ones."""
+        self._set(q)
+        origins = np.array([pb.getLinkState(self.body, j, computeForwardKinematics=True, physicsClientId=self.client)[4]
+                            for j in self.arm[1:]])
+        return np.vstack([origins, (origins[:-1] + origins[1:]) / 2])
+
     def grasp_orientation(self, yaw: float = 0.0) -> np.ndarray:
         """Top-down gripper orientation, turned by ``yaw`` about the vertical."""
         r, p, y = self.profile.grasp_rpy

@@ -23,6 +23,8 @@ LINE_TUBE = 0.03  # metres a joint-space stand-in for a straight line may stray 
 WAYPOINT_STRAY = 0.005  # metres the gripper may leave a straight line between two of its waypoints
 SWEEP_SAMPLES = 24  # postures checked along each leg of a joint-space move
 SWEEP_DIP = 0.01  # metres a joint-space move's gripper may go below the lower of its two ends
+LINK_RADIUS = 0.06  # metres: the arm's links as points inflated by this much
+COLLISION_SAMPLES = 8  # postures checked against the obstacles along each leg of a path
 OVER_HEIGHTS = (0.35, 0.5, 0.65)  # metres: the heights a joint-space move climbs to when the direct one would dip
 
 
@@ -32,6 +34,30 @@ class PathPlanner:
     def __init__(self, kin: KinematicsModel, home: np.ndarray) -> None:
         self.kin = kin
         self.home = np.asarray(home, float)
+        # boxes the arm's links must keep out of, in the arm's frame: (centre, half extents, yaw);
+        # a mobile manipulator sets its furniture here (the tabletop has none beyond the table)
+        self.obstacles: list[tuple[np.ndarray, np.ndarray, float]] = []
+
+    def collides(self, q: np.ndarray) -> bool:
+        """Whether the arm's links from the shoulder to the wrist (origins and the middles between them)
+        come within LINK_RADIUS of an obstacle box. The hand is left out: it must touch what it works on."""
+        if not self.obstacles:
+            return False
+        points = self.kin.link_points(q)
+        for centre, half, yaw in self.obstacles:
+            c, s = math.cos(yaw), math.sin(yaw)
+            d = points - centre
+            local = np.stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1], d[:, 2]], axis=1)
+            if np.any(np.all(np.abs(local) < half + LINK_RADIUS, axis=1)):
+                return True
+        return False
+
+    def path_collides(self, path: list[np.ndarray] | np.ndarray) -> bool:
+        """Whether any posture along the joint-space interpolation of ``path`` collides."""
+        if not self.obstacles:
+            return False
+        path = list(path)
+        return any(self.collides(a + t * (b - a)) for a, b in zip(path[:-1], path[1:]) for t in np.linspace(0.0, 1.0, COLLISION_SAMPLES))
 
     # ------------------------------------------------------------------ straight lines
     def trace(self, q0: np.ndarray, start: np.ndarray, end: np.ndarray, orientation: np.ndarray) -> np.ndarray | None:
@@ -104,6 +130,8 @@ class PathPlanner:
         reaches without dipping (:meth:`joint_path`); failing that, the nearest such move at all."""
         fallback = None
         for candidate in self.kin.ik_solutions(xyz, orientation, q0):
+            if self.collides(candidate):
+                continue
             try:
                 path = self.joint_path(q0, candidate, clear_z)
             except UnreachableError:
@@ -127,11 +155,11 @@ class PathPlanner:
         goal, orientation_goal = self.kin.fk(q_goal)
         floor = min(min(start[2], goal[2]) - SWEEP_DIP, clear_z)
         for path in self._detours(q0, q_goal, start, goal, orientation_start, orientation_goal):
-            if self.lowest(path) >= floor:
+            if self.lowest(path) >= floor and not self.path_collides(path):
                 return np.array(path)
         raise UnreachableError(
             f"no joint-space move from ({start[0]:.2f}, {start[1]:.2f}, {start[2]:.2f}) to ({goal[0]:.2f}, "
-            f"{goal[1]:.2f}, {goal[2]:.2f}) keeps the gripper off the table; call go_home, then retry"
+            f"{goal[1]:.2f}, {goal[2]:.2f}) keeps the gripper off the table and the arm clear of the furniture; call go_home, then retry"
         )
 
     def _detours(
