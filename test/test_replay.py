@@ -21,6 +21,7 @@ from teachbot.recording.replay_model import ReplayModel
 ROOT = Path(__file__).resolve().parents[1]
 BAGS = ROOT / "test" / "bags"
 SHIPPED = ["plain_task", "corrected_task", "learning_episode"]
+HOUSEHOLD = ["household_bring_juice", "household_clean_table", "household_slowly_to_counter"]  # issue 11's demonstrations
 TEACHBOT = [sys.executable, "-m", "teachbot.cli"]
 SHORTEST = "plain_task"
 
@@ -77,6 +78,15 @@ def test_shipped_bags_replay_with_check():
     result = _teachbot("replay", *(str(BAGS / n) for n in SHIPPED), "--check", "--quiet")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("OK: ") == len(SHIPPED)
+
+
+@pytest.mark.timeout(900)
+def test_household_demonstrations_replay_with_check():
+    """Bring me some juice, clean the table, go to the counter slowly (learned, scoped to the counter):
+    each replays in the household simulation with the recorded transcript and the recorded world."""
+    result = _teachbot("replay", *(str(BAGS / n) for n in HOUSEHOLD), "--check", "--quiet")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("OK: ") == len(HOUSEHOLD)
 
 
 @pytest.mark.timeout(900)

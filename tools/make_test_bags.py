@@ -35,7 +35,8 @@ def record(session: ScriptedSession, path: Path, storage: str = "mcap", real_tim
     """Run one scripted session in simulation and record it into ``path`` (replaced if it exists)."""
     if path.exists():
         shutil.rmtree(path)
-    spec = SessionSpec(scene_yaml=session.scene_yaml, interaction=dict(session.interaction_overrides),
+    spec = SessionSpec(robot_profile=session.robot_profile, scene_yaml=session.scene_yaml,
+                       interaction=dict(session.interaction_overrides),
                        real_time_factor=real_time_factor, title=session.title)
     console = ConsoleStack(spec, interaction_model=ScriptedModel(session.interaction, name="interaction:scripted"),
                            function_model=ScriptedModel([], name="function_generation:scripted"),

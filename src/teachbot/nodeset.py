@@ -211,7 +211,7 @@ def node_set(
         if household:
             params["interaction_manager"]["api_profile"] = "household"
     if args["record"]:
-        params["recorder"] = {"output": str(args["record"])}
+        params["recorder"] = {"output": str(args["record"]), "robot_profile": profile}
     if mode == "replay":
         params["replay"] = {"recording": str(args["recording"]), "check": bool(args["check"])}
 

@@ -24,14 +24,17 @@ from teachbot_interfaces.srv import GetWorldState
 from teachbot.nodes.common import run_nodes
 from teachbot.recording.bag import WORLD_STATE_TOPIC, WORLD_STATE_TYPE, BagWriter, SessionSpec, TopicSpec
 from teachbot.recording.types import action_names
+from teachbot.robot_profile import RobotProfile
 
 SKILLS = ("pick", "place", "put_first_on_second", "handover", "move_to", "gripper", "go_home", "wait")
+HOUSEHOLD_SKILLS = ("move_to", "grasp", "place_object", "handover_object_to_human", "open", "close", "toggle", "slice", "wipe")
 _ACTION_TYPES = {"put_first_on_second": "PutFirstOnSecond", "move_to": "MoveTo", "go_home": "GoHome"}
 TRANSCRIPT_DEPTH = 500
 
 
-def default_topics(camera: bool = False, skills_namespace: str = "skills") -> list[TopicSpec]:
-    """The topics a session bag holds (relative names; QoS as their publishers offer it)."""
+def default_topics(camera: bool = False, skills_namespace: str = "skills", household: bool = False) -> list[TopicSpec]:
+    """The topics a session bag holds (relative names; QoS as their publishers offer it); ``household``:
+    the household robot's skills (HouseholdSkill actions) and its things' states."""
     latched = {"depth": 1, "transient_local": True}
     history = {"depth": TRANSCRIPT_DEPTH, "transient_local": True}
     topics = [
@@ -46,8 +49,10 @@ def default_topics(camera: bool = False, skills_namespace: str = "skills") -> li
         TopicSpec("memory/updated", "teachbot_interfaces/msg/MemoryUpdate", **latched),
     ]
     known = set(action_names())
-    for skill in SKILLS:
-        action = _ACTION_TYPES.get(skill, skill.capitalize())
+    if household:
+        topics.append(TopicSpec("sim/states", "teachbot_interfaces/msg/ThingStates", **latched))
+    for skill in HOUSEHOLD_SKILLS if household else SKILLS:
+        action = "HouseholdSkill" if household else _ACTION_TYPES.get(skill, skill.capitalize())
         if action not in known:
             continue
         base = f"{skills_namespace}/{skill}/_action"
@@ -95,18 +100,22 @@ def qos_of(spec: TopicSpec) -> QoSProfile:
 class RecorderNode(Node):
     """Subscribes to the session topics and appends every message to the bag at ``output``."""
 
-    def __init__(self, output: str = "", storage: str = "mcap", camera: bool = False, namespace: str = "") -> None:
-        """``output``: the bag directory to create; ``storage``: mcap or sqlite3; ``camera``: also the colour images."""
+    def __init__(self, output: str = "", storage: str = "mcap", camera: bool = False, namespace: str = "",
+                 robot_profile: str = "panda_sim") -> None:
+        """``output``: the bag directory to create; ``storage``: mcap or sqlite3; ``camera``: also the colour
+        images; ``robot_profile``: whose skills to record (a household robot's differ)."""
         super().__init__("recorder", namespace=namespace)
         self.declare_parameter("output", output)
         self.declare_parameter("storage", storage)
         self.declare_parameter("camera", camera)
+        self.declare_parameter("robot_profile", robot_profile)
+        household = RobotProfile.load(str(self.get_parameter("robot_profile").value)).world == "household"
         path = str(self.get_parameter("output").value) or time.strftime("recordings/session_%Y%m%d_%H%M%S")
         self.writer = BagWriter(path, str(self.get_parameter("storage").value))
         self.path = self.writer.path
         self.counts: dict[str, int] = {}
         self.world_client = self.create_client(GetWorldState, "sim/get_world_state")
-        for spec in default_topics(bool(self.get_parameter("camera").value)):
+        for spec in default_topics(bool(self.get_parameter("camera").value), household=household):
             full = self.resolve_topic_name(spec.name)
             self.writer.add_topic(TopicSpec(full, spec.msgtype, spec.depth, spec.reliable, spec.transient_local))
             self.create_subscription(ros_message_class(spec.msgtype), full, lambda data, topic=full: self.on_message(topic, data),

@@ -79,10 +79,10 @@ def start_recording(stack: Any, path: str | Path, *, spec: SessionSpec | None = 
     """
     from teachbot.nodes.recorder_node import RecorderNode
 
-    node = RecorderNode(output=str(path), storage=storage, camera=camera)
+    spec = spec or SessionSpec(robot_profile=getattr(stack, "robot_profile", "panda_sim"))
+    node = RecorderNode(output=str(path), storage=storage, camera=camera, robot_profile=spec.robot_profile)
     enable_action_introspection(list(stack.nodes))
     stack.add_node(node)
-    spec = spec or SessionSpec(robot_profile=getattr(stack, "robot_profile", "panda_sim"))
     if not spec.scene_yaml:
         spec.scene_yaml, spec.seed = scene_of(stack)
     node.write_spec(spec)

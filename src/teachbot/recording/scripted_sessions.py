@@ -13,6 +13,25 @@ SCENE = """objects:
   - {category: bowl, color: yellow, position: [-0.12, -0.62]}
 """
 
+# the household kitchen (config/household/scenes/kitchen.yaml) as the sessions' explicit scene
+KITCHEN = """objects:
+  - {name: apple juice, type: apple_juice, at: counter, offset: [-0.08, 0.36]}
+  - {name: orange juice, type: orange_juice, at: counter, offset: [-0.08, 0.2]}
+  - {name: red cup, type: cup, color: red, at: counter, offset: [-0.08, -0.2]}
+  - {name: blue cup, type: cup, color: blue, at: counter, offset: [-0.08, -0.36]}
+  - {name: sponge, type: sponge, at: sink, offset: [-0.06, 0.0]}
+  - {name: knife, type: knife, at: workbench, offset: [-0.1, 0.25]}
+states:
+  table: {clean: false}
+"""
+HOUSEHOLD = {"api_profile": "household", "dialog_timeout": 60.0}
+
+SLOW_LESSON = """>>> wait_for_trigger()
+{'type': 'dialog', 'text': 'go to the counter'}
+>>> move_to('counter', speed_factor=0.2)
+'success'
+>>> wait_for_trigger()"""
+
 IMPROVED = """>>> wait_for_trigger()
 {'type': 'dialog', 'text': 'put the block in the blue bowl'}
 >>> put_first_on_second('green block', 'blue bowl')
@@ -33,6 +52,7 @@ class ScriptedSession:
     improvement: tuple[str, ...] = ()
     scene_yaml: str = SCENE
     interaction_overrides: dict[str, object] = field(default_factory=lambda: {"dialog_timeout": 60.0})
+    robot_profile: str = "panda_sim"
 
 
 SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
@@ -60,5 +80,35 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      "When the person says 'the block', take the green block.",
                      "Whenever the person does not say which block.",
                      IMPROVED),
+    ),
+    # the core paper's household demonstrations (issue 11)
+    ScriptedSession(
+        "household_bring_juice", "household: bring me some juice (fetch from the counter and hand it over)",
+        interaction=("list_objects()", "grasp('apple juice')", "move_to('person')", "handover_object_to_human()",
+                     "say('Here is your apple juice.')", "wait_for_trigger()"),
+        person=("bring me some juice",),
+        scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
+    ),
+    ScriptedSession(
+        "household_clean_table", "household: clean the table with the sponge and put it back",
+        interaction=("grasp('sponge')", "wipe('table')", "get_object_state('table')", "place_object('sink')",
+                     "say('The table is clean and the sponge is back in the sink.')", "wait_for_trigger()"),
+        person=("clean the table",),
+        scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
+    ),
+    ScriptedSession(
+        "household_slowly_to_counter", "household: go to the counter, but slowly, learned with its scope",
+        interaction=("move_to('counter')", "wait_for_trigger()", "learn_from_interaction()",
+                     "say('I will go slowly when I go to the counter.')", "wait_for_trigger()",
+                     "move_to('table')", "wait_for_trigger()",
+                     "move_to('counter', speed_factor=0.2)", "wait_for_trigger()"),
+        person=("go to the counter", "that was too fast. Go slowly to the counter, remember that next time.",
+                "go to the table", "now go to the counter"),
+        improvement=('The robot drove too fast.\n```json\n{"problem": true, "description": "The robot went to the counter at '
+                     'the default speed; the person wants it to go there slowly."}\n```',
+                     "When going to the counter, use speed_factor=0.2.",
+                     "Only when the destination is the counter; other routes keep their speed.",
+                     SLOW_LESSON),
+        scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
 )}
