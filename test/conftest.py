@@ -39,6 +39,26 @@ def world(profile, tabletop):
     w.close()
 
 
+@pytest.fixture(scope="module")
+def household_world():
+    """A household world (the kitchen without a scene yet), one per test module."""
+    from teachbot.robot_profile import RobotProfile
+    from teachbot.sim.household_world import HouseholdWorld
+
+    w = HouseholdWorld(RobotProfile.load("household_sim"))
+    yield w
+    w.close()
+
+
+@pytest.fixture()
+def kitchen(household_world):
+    """The household world reset to the default kitchen (config/household/scenes/kitchen.yaml)."""
+    from teachbot.sim.household_scene import load_household_scene
+
+    household_world.reset(load_household_scene())
+    return household_world
+
+
 @pytest.fixture(scope="session")
 def ros_context():
     import rclpy

@@ -8,27 +8,21 @@ import numpy as np
 import pytest
 
 from teachbot.errors import ErrorCode
-from teachbot.robot_profile import RobotProfile
 from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold
-from teachbot.sim.household_scene import household_scene_from_yaml, load_household_scene
-from teachbot.sim.household_world import HouseholdWorld
+from teachbot.sim.household_scene import household_scene_from_yaml
 from teachbot.skills.household import HouseholdSkills
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def world():
-    w = HouseholdWorld(RobotProfile.load("household_sim"))
-    yield w
-    w.close()
+@pytest.fixture()
+def world(household_world):
+    return household_world
 
 
 @pytest.fixture()
-def robot(world):
-    world.reset(load_household_scene())
-    profile = world.profile
-    return HouseholdSkills(profile, DirectArm(world), DirectBase(world), WorldHousehold(world))
+def robot(kitchen):
+    return HouseholdSkills(kitchen.profile, DirectArm(kitchen), DirectBase(kitchen), WorldHousehold(kitchen))
 
 
 def truth(world):

@@ -9,24 +9,14 @@ import pybullet as pb
 import pytest
 
 from teachbot.errors import SceneSpecError, UnknownObjectError
-from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.household_scene import generate_household_scene, household_scene_from_yaml, load_household_scene
-from teachbot.sim.household_world import HouseholdWorld
+from teachbot.sim.household_scene import generate_household_scene, household_scene_from_yaml
 from teachbot.skills.navigation import BasePose, time_path
 
 
-@pytest.fixture(scope="module")
-def world():
-    w = HouseholdWorld(RobotProfile.load("household_sim"))
-    yield w
-    w.close()
-
-
 @pytest.fixture()
-def kitchen(world):
-    world.reset(load_household_scene())
-    return world
+def world(household_world):
+    return household_world
 
 
 def by_name(world):
