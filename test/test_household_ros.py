@@ -1,9 +1,17 @@
 """The household robot over ROS (issue 11): the sim node's household world, the skills node's household
-actions, the base and the doors driven through joints, the console's household API over the skill client."""
+actions, the base and the doors driven through joints, the console's household API over the skill client.
+
+The stack runs in a child process on a ROS domain of its own: this test session's shared tabletop stack
+already has a /sim and a /skills node, and a second pair refuses to start next to it (as it should).
+``python test/test_household_ros.py`` runs the scenarios directly."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,16 +22,22 @@ from teachbot.nodeset import node_set
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def household(ros_context):
+def test_the_household_stack_over_ros():
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"), env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
+    assert run.stdout.count("ok: ") == len(SCENARIOS), run.stdout
+
+
+def _household_stack():
     from teachbot.nodes.stack import InProcessStack
 
     # simulated time runs at most 4x the wall: at "as fast as possible" a loaded machine delivers a
     # trajectory to the sim after the skill's whole allowance of simulated time has passed
     s = InProcessStack("household_sim", real_time_factor=4.0, camera_enabled=False)
     s.start()
-    yield s
-    s.stop()
+    return s
 
 
 def truth(client):
@@ -43,7 +57,7 @@ def test_the_node_set_for_the_household_world():
     assert "perception" not in specs  # the console reads the simulator's objects and states
 
 
-def test_fetch_and_hand_over_through_the_actions(household):
+def scenario_fetch_and_hand_over_through_the_actions(household):
     client = household.client
     assert client.reset(seed=0).success  # seed 0: the default kitchen
     result = client.call("grasp", object_name="orange juice", timeout=120)
@@ -62,7 +76,7 @@ def test_fetch_and_hand_over_through_the_actions(household):
     assert juice.pose.position.z > 0.5
 
 
-def test_fridge_and_wiping_through_the_actions(household):
+def scenario_fridge_and_wiping_through_the_actions(household):
     client = household.client
     assert client.reset(seed=0).success
     for name, fields in (("open", {"thing": "fridge"}), ("grasp", {"object_name": "sponge"}), ("wipe", {"surface": "table"})):
@@ -75,7 +89,7 @@ def test_fridge_and_wiping_through_the_actions(household):
     assert not refused.success and "not openable" in refused.message
 
 
-def test_the_console_api_over_ros(household):
+def scenario_the_console_api_over_ros(household):
     client = household.client
     assert client.reset(seed=0).success
     objects = lambda: [o.name for o in client.world_state().objects]  # noqa: E731
@@ -96,3 +110,78 @@ def test_the_console_api_over_ros(household):
     started = time.monotonic()
     assert robot["move_to"]("shelf", 1.0) == "success"
     assert time.monotonic() - started < 60
+
+
+def scenario_the_person_speaking_takes_the_handed_object(household):
+    """While the robot holds the juice out, the person's words ("thank you") are the dialog event that
+    makes it let go at once (not after the handover timeout); the words still reach the console."""
+    import rclpy
+    from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
+
+    from teachbot.llm.scripted import ScriptedModel
+    from teachbot.nodes.common import COMMAND_QOS
+    from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, InteractionManagerNode
+
+    client, sim = household.client, household.node("sim")
+    assert client.reset(seed=0).success
+    model = ScriptedModel(["grasp('apple juice')", "handover_object_to_human()", "wait_for_trigger()"])
+    node = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), api_profile="household",
+                                  dialog_timeout=60.0)
+    person = rclpy.create_node("household_person")
+    lines: list[str] = []
+    person.create_subscription(TranscriptUpdate, "interaction/transcript", lambda m: lines.extend(m.lines), TRANSCRIPT_QOS)
+    speak = person.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
+    household.add_node(node)
+    household.add_node(person)
+
+    def wait_until(predicate, what, timeout=120.0):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}; transcript {lines}"
+            time.sleep(0.02)
+
+    person_at = sim.world.layout.location_pose("person")
+
+    def offering() -> bool:
+        with sim.lock:
+            juice = {o.name: o for o in sim.world.objects()}["apple juice"]
+            hand, base = sim.world.ee_position(), sim.world.base_pose
+        at_person = abs(base.x - person_at[0]) < 0.02 and abs(base.y - person_at[1]) < 0.02
+        return juice.held and at_person and abs(hand[2] - 1.0) < 0.03  # held out at the person's hand
+
+    try:
+        wait_until(lambda: lines == [">>> wait_for_trigger()"], "the console's first wait")
+        speak.publish(DialogTurn(speaker="user", type="dialog", text="bring me the apple juice"))
+        wait_until(offering, "the robot holding the juice out to the person")
+        time.sleep(0.3)
+        said_at = sim.world.sim_time
+        speak.publish(DialogTurn(speaker="user", type="dialog", text="thank you"))
+        wait_until(lambda: {o.name: o for o in sim.world.objects()}["apple juice"].place == "person", "the person holding it")
+        assert sim.world.sim_time - said_at < 3.0  # let go on the words, well before the 10 s handover timeout
+        wait_until(lambda: "{'type': 'dialog', 'text': 'thank you'}" in lines, "the words reaching the console")
+        assert lines[lines.index(">>> handover_object_to_human()") + 1] == "'success'"
+    finally:
+        node.close()
+        household.nodes.remove(node)
+        household.nodes.remove(person)
+        household._executor.remove_node(node)
+        household._executor.remove_node(person)
+        node.destroy_node()
+        person.destroy_node()
+
+
+SCENARIOS = (scenario_fetch_and_hand_over_through_the_actions, scenario_fridge_and_wiping_through_the_actions,
+             scenario_the_console_api_over_ros, scenario_the_person_speaking_takes_the_handed_object)
+
+
+if __name__ == "__main__":
+    from teachbot.ros_env import configure_loopback
+
+    configure_loopback()  # a free domain of its own, loopback only
+    stack = _household_stack()
+    try:
+        for scenario in SCENARIOS:
+            scenario(stack)
+            print(f"ok: {scenario.__name__}", flush=True)
+    finally:
+        stack.stop()

@@ -112,6 +112,11 @@ class InteractionManagerNode(Node):
 
     # ------------------------------------------------------------------ topics
     def on_user(self, msg: DialogTurn) -> None:
+        # a person who speaks while the robot holds something out to them has taken it: let go (the
+        # words still reach the console, as the answer to its next wait_for_trigger())
+        if self.skills.waiting_on("handover_object_to_human", "handover"):
+            self.get_logger().info("the person spoke during a handover: letting go")
+            self.skills.release_handover_async()
         self.dialog.put_user(msg.text)
 
     def on_objects(self, msg: ObjectList) -> None:

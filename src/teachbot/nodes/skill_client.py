@@ -156,6 +156,14 @@ class SkillClient:
     def release_handover(self, timeout: float = 5.0) -> ReleaseHandover.Response:
         return _wait_future(self._release.call_async(ReleaseHandover.Request()), timeout, "skills/release_handover")
 
+    def release_handover_async(self) -> None:
+        """Ask for the release without waiting for the answer (from a callback thread)."""
+        self._release.call_async(ReleaseHandover.Request())
+
+    def waiting_on(self, *names: str) -> bool:
+        """Whether this client is waiting on a goal of one of these skills."""
+        return any(handle.name in names for handle in list(self._active))
+
     def emergency_stop(self, active: bool) -> None:
         self._estop.publish(Bool(data=active))
 
