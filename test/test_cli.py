@@ -42,12 +42,16 @@ def test_sim_options_become_node_set_arguments(tmp_path: Path) -> None:
         "--llm-base-url", "http://127.0.0.1:11434/v1", "--memory", str(tmp_path), "--perception-backend", "owlv2",
     ])
     values = node_set_values(args, "sim")
-    assert values == {"robot_profile": "panda_sim", "seed": 3, "camera": False, "real_time_factor": 0.0, "gui": False,
+    assert values == {"world": "tabletop", "robot_profile": "panda_sim", "seed": 3, "camera": False, "real_time_factor": 0.0, "gui": False,
                       "console": False, "llm_model": "llama3.1", "llm_base_url": "http://127.0.0.1:11434/v1",
                       "memory": str(tmp_path.resolve()), "perception_backend": "owlv2"}
     specs = {s.name: s for s in node_set("sim", values)}
     assert specs["sim"].parameters["camera_enabled"] is False
     assert "interaction_manager" in specs  # naming a model asks for the LLM console
+    household = build_parser().parse_args(["sim", "--world", "household", "--console"])
+    specs = {s.name: s for s in node_set("sim", node_set_values(household, "sim"))}
+    assert specs["skills"].parameters["robot_profile"] == "household_sim"
+    assert specs["interaction_manager"].parameters["api_profile"] == "household"
 
 
 def test_robot_defaults_to_the_real_arm_profile() -> None:
