@@ -104,7 +104,8 @@ def test_arguments_map_onto_node_parameters() -> None:
 def test_recording_and_replay_entries() -> None:
     assert "recorder" not in [s.name for s in node_set("sim")]
     recorder = node_set("sim", {"record": "out/rec"})[-1]
-    assert (recorder.name, recorder.parameters, recorder.provided_by) == ("recorder", {"output": "out/rec"}, "recording")
+    assert (recorder.name, recorder.provided_by) == ("recorder", "recording")
+    assert recorder.parameters == {"output": "out/rec", "robot_profile": "panda_sim"}  # whose skills it records
     replay = {s.name: s for s in node_set("replay", {"recording": "out/rec", "real_time_factor": 0})}
     assert list(replay) == ["sim", "skills", "perception", "memory", "improvement", "interaction_manager", "replay"]
     assert replay["replay"].parameters == {"recording": "out/rec", "check": True}
