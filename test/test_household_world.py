@@ -119,7 +119,7 @@ def test_generated_scenes_repeat_with_their_seed_and_load_in_the_world(world):
 def test_the_layouts_handle_geometry_follows_the_simulated_joints(kitchen):
     """The skills find handles from the layout and the opening alone (as from joint states): that must
     match where the simulated door and drawer really put them."""
-    from teachbot.sim.household_world import WALL
+    from teachbot.sim.household_layout import CABINET_WALL as WALL
 
     place = kitchen.layout.place("fridge")
     w = place.width

@@ -21,12 +21,12 @@ from teachbot.errors import ControllerError, UnknownObjectError
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.household_layout import BASE_JOINTS, CABINET_WALL, HouseholdLayout, Place, surface_point
+from teachbot.sim.household_bodies import base_body, box_body, object_body, place_body
+from teachbot.sim.household_layout import BASE_JOINTS, HouseholdLayout, Place, surface_point
 from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
 from teachbot.sim.household_scene import HouseholdScene
 from teachbot.skills.navigation import BasePath, BasePose
 
-WALL = CABINET_WALL
 EFFECT_EVERY = 12  # physics steps between checks of contact effects (20 Hz at 240 Hz)
 WIPE_DISTANCE = 0.25  # metres a held sponge must rub over a surface to clean it
 SLICE_TIME = 0.3  # seconds a held knife must press on something sliceable
@@ -97,105 +97,21 @@ class HouseholdWorld(ArmWorld):
         self._place_base(self.base_pose)
 
     # ----------------------------------------------------------------- construction
-    def _box(self, half: list[float], centre: list[float], rgb: tuple[float, ...], yaw: float = 0.0, mass: float = 0.0) -> int:
-        col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
-        vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, rgbaColor=[*rgb, 1.0], physicsClientId=self.client)
-        return pb.createMultiBody(mass, col, vis, basePosition=centre, baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]),
-                                  physicsClientId=self.client)
-
     def _build_floor(self) -> None:
         (x0, x1), (y0, y1) = self.layout.room["x"], self.layout.room["y"]
-        self.floor_id = self._box([(x1 - x0) / 2 + 0.5, (y1 - y0) / 2 + 0.5, 0.05], [(x0 + x1) / 2, (y0 + y1) / 2, -0.05], (0.8, 0.8, 0.78))
-
-    def _local(self, place: Place) -> tuple[float, float]:
-        """Depth and width of a place in its own frame (x towards the robot, y to the x axis' left)."""
-        return place.depth, place.width
+        self.floor_id = box_body(self.client, [(x1 - x0) / 2 + 0.5, (y1 - y0) / 2 + 0.5, 0.05], [(x0 + x1) / 2, (y0 + y1) / 2, -0.05],
+                                 (0.8, 0.8, 0.78))
 
     def _build_place(self, place: Place) -> None:
-        yaw = math.atan2(place.front[1], place.front[0])  # the place's own x axis points at the robot
-        d, w = self._local(place)
-        if place.hand is not None:
-            col = pb.createCollisionShape(pb.GEOM_CYLINDER, radius=w / 2, height=place.height, physicsClientId=self.client)
-            vis = pb.createVisualShape(pb.GEOM_CYLINDER, radius=w / 2, length=place.height, rgbaColor=[*place.rgb, 1.0],
-                                       physicsClientId=self.client)
-            body = pb.createMultiBody(0, col, vis, basePosition=[*place.centre, place.height / 2], physicsClientId=self.client)
-        elif place.door is not None:
-            body = self._build_fridge(place, yaw, d, w)
-        elif place.drawer is not None:
-            body = self._build_cupboard(place, yaw, d, w)
-        else:
-            body = self._box([d / 2, w / 2, place.height / 2], [*place.centre, place.height / 2], place.rgb, yaw)
-        pb.changeDynamics(body, -1, lateralFriction=1.0, physicsClientId=self.client)
+        body = place_body(self.client, self.layout, place)
+        if place.openable:
+            self._joints[place.name] = (0, place.joint_limit)
         self._bodies[place.name] = body
         properties = (["cleanable"] if place.cleanable else []) + (["openable"] if place.openable else [])
         self.rules.register(Thing(place.name, properties, kind=place.name, rgb=place.rgb))
 
-    def _compound(self, boxes: list[tuple[list[float], list[float]]]) -> tuple[int, int]:
-        """Collision and visual shapes of boxes given as (half extents, centre) in one frame."""
-        n = len(boxes)
-        halves, centres = [b[0] for b in boxes], [b[1] for b in boxes]
-        col = pb.createCollisionShapeArray([pb.GEOM_BOX] * n, halfExtents=halves, collisionFramePositions=centres,
-                                           physicsClientId=self.client)
-        vis = pb.createVisualShapeArray([pb.GEOM_BOX] * n, halfExtents=halves, visualFramePositions=centres, physicsClientId=self.client)
-        return col, vis
-
-    def _articulated(self, place: Place, yaw: float, base: list, link: list, joint: tuple[int, list[float], list[float]],
-                     limit: float) -> int:
-        """A fixed cabinet (``base`` boxes) with one moving part (``link`` boxes) on a joint."""
-        joint_type, axis, origin = joint
-        base_col, base_vis = self._compound(base)
-        link_col, link_vis = self._compound(link)
-        body = pb.createMultiBody(
-            0, base_col, base_vis, basePosition=[*place.centre, 0.0], baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]),
-            linkMasses=[2.0], linkCollisionShapeIndices=[link_col], linkVisualShapeIndices=[link_vis],
-            linkPositions=[origin], linkOrientations=[[0, 0, 0, 1]], linkInertialFramePositions=[[0, 0, 0]],
-            linkInertialFrameOrientations=[[0, 0, 0, 1]], linkParentIndices=[0], linkJointTypes=[joint_type],
-            linkJointAxis=[axis], physicsClientId=self.client,
-        )
-        pb.changeDynamics(body, 0, jointLowerLimit=0.0, jointUpperLimit=limit, linearDamping=0.5, angularDamping=0.5,
-                          physicsClientId=self.client)
-        for link_index in (-1, 0):
-            pb.changeVisualShape(body, link_index, rgbaColor=[*place.rgb, 1.0], physicsClientId=self.client)
-        self._joints[place.name] = (0, limit)
-        return body
-
-    def _build_fridge(self, place: Place, yaw: float, d: float, w: float) -> int:
-        h = place.height
-        base = self.layout.fixed_boxes(place.name)
-        hinge_y = w / 2 if place.door.get("hinge", "right") == "right" else -w / 2  # type: ignore[union-attr]
-        # the robot looks along -x: its right is +y. The door reaches from the hinge across the front.
-        sign = -1.0 if hinge_y > 0 else 1.0
-        door = [([WALL / 2, w / 2, h / 2 - 0.01], [0, sign * w / 2, h / 2])]
-        axis = [0, 0, 1.0] if hinge_y > 0 else [0, 0, -1.0]  # either way a positive angle swings it towards the robot
-        return self._articulated(place, yaw, base, door, (pb.JOINT_REVOLUTE, axis, [d / 2 + WALL / 2, hinge_y, 0.0]),
-                                 float(place.door["open_angle"]))  # type: ignore[index]
-
-    def _build_cupboard(self, place: Place, yaw: float, d: float, w: float) -> int:
-        dr = place.drawer or {}
-        h, floor, travel = place.height, float(dr["floor_height"]), float(dr["travel"])
-        depth, width = float(dr["depth"]), float(dr["width"])
-        drawer_h = h - WALL - floor - 0.01
-        base = self.layout.fixed_boxes(place.name)
-        wall_h = min(0.1, drawer_h)
-        drawer = [
-            ([depth / 2, width / 2 - 0.005, 0.005], [0, 0, -0.005]),  # floor
-            ([0.01, width / 2 - 0.005, wall_h / 2], [-depth / 2 + 0.01, 0, wall_h / 2]),  # back
-            ([depth / 2, 0.005, wall_h / 2], [0, width / 2 - 0.01, wall_h / 2]),  # sides
-            ([depth / 2, 0.005, wall_h / 2], [0, -width / 2 + 0.01, wall_h / 2]),
-            ([0.01, width / 2 + 0.02, drawer_h / 2], [depth / 2 + 0.01, 0, drawer_h / 2 - 0.005]),  # front panel
-        ]
-        origin = [d / 2 - depth / 2 - 0.005, 0.0, floor]
-        return self._articulated(place, yaw, base, drawer, (pb.JOINT_PRISMATIC, [1.0, 0, 0], origin), travel)
-
     def _build_base(self) -> None:
-        b = self.layout.base
-        mount = b.arm_mount
-        col, vis = self._compound([
-            ([b.size[0] / 2, b.size[1] / 2, b.size[2] / 2], [0, 0, b.size[2] / 2]),
-            ([0.1, 0.1, (mount[2] - b.size[2]) / 2], [mount[0], mount[1], (mount[2] + b.size[2]) / 2]),
-        ])
-        self.base_id = pb.createMultiBody(0, col, vis, basePosition=[0, 0, 0], physicsClientId=self.client)
-        pb.changeVisualShape(self.base_id, -1, rgbaColor=[0.25, 0.25, 0.28, 1.0], physicsClientId=self.client)
+        self.base_id = base_body(self.client, self.layout.base)
 
     # ----------------------------------------------------------------- the mobile base
     def _place_base(self, pose: BasePose) -> None:
@@ -323,7 +239,7 @@ class HouseholdWorld(ArmWorld):
             surface = self.layout.surface(spec.place, self.opening(spec.place) * float(self.layout.place(spec.place).drawer["travel"])
                                           if self.layout.place(spec.place).drawer else 0.0)
             xy = surface_point(surface, *spec.offset)
-            body, size = self._make_object(kind.shape, kind.size, kind.mass, xy, surface.z, surface.yaw + spec.yaw)
+            body, size = object_body(self.client, kind.shape, kind.size, kind.mass, xy, surface.z, surface.yaw + spec.yaw)
             self._objects[spec.name] = (body, thing, size, spec.color or kind.color)
         self._place_base(BasePose(*self.layout.base.start))
         self._effects.clear()
@@ -332,27 +248,6 @@ class HouseholdWorld(ArmWorld):
         self.sim_time = 0.0
         self._refresh_tints()
         self.step(int(0.3 / self.time_step))
-
-    def _make_object(self, shape: str, size: tuple[float, ...], mass: float, xy: tuple[float, float], z: float,
-                     yaw: float) -> tuple[int, np.ndarray]:
-        if shape == "box":
-            half = [size[0] / 2, size[1] / 2, size[2] / 2]
-            col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
-            vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=self.client)
-            bbox = np.array(size[:3])
-        elif shape == "cylinder":
-            col = pb.createCollisionShape(pb.GEOM_CYLINDER, radius=size[0] / 2, height=size[1], physicsClientId=self.client)
-            vis = pb.createVisualShape(pb.GEOM_CYLINDER, radius=size[0] / 2, length=size[1], physicsClientId=self.client)
-            bbox = np.array([size[0], size[0], size[1]])
-        else:
-            col = pb.createCollisionShape(pb.GEOM_SPHERE, radius=size[0] / 2, physicsClientId=self.client)
-            vis = pb.createVisualShape(pb.GEOM_SPHERE, radius=size[0] / 2, physicsClientId=self.client)
-            bbox = np.array([size[0]] * 3)
-        body = pb.createMultiBody(mass, col, vis, basePosition=[xy[0], xy[1], z + bbox[2] / 2 + 1e-3],
-                                  baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self.client)
-        pb.changeDynamics(body, -1, lateralFriction=1.0, spinningFriction=0.002, rollingFriction=0.001 if shape == "sphere" else 0.0,
-                          physicsClientId=self.client)
-        return body, bbox
 
     def _release_grasp(self) -> None:
         """Letting go next to the person's hand hands the object over: they hold it from then on."""
