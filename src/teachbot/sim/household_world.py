@@ -22,7 +22,7 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
 from teachbot.sim.camera import CameraSpec
 from teachbot.sim.household_bodies import base_body, box_body, object_body, place_body
-from teachbot.sim.household_layout import BASE_JOINTS, HouseholdLayout, Place, surface_point
+from teachbot.sim.household_layout import BASE_JOINTS, HouseholdLayout, Place, Surface, surface_point
 from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
 from teachbot.sim.household_scene import HouseholdScene
 from teachbot.skills.navigation import BasePath, BasePose
@@ -201,6 +201,11 @@ class HouseholdWorld(ArmWorld):
         pb.resetJointState(self._bodies[place], joint, fraction * limit, physicsClientId=self.client)
         self.command_articulation(place, fraction > 0.5)
 
+    def surface(self, place: str) -> Surface:
+        """Where things rest at ``place`` now (in the drawer: as far out as it is pulled)."""
+        drawer = self.layout.place(place).drawer
+        return self.layout.surface(place, self.opening(place) * float(drawer["travel"]) if drawer else 0.0)
+
     def handle_position(self, place: str, inner: bool = False) -> np.ndarray:
         """Map position of the handle of a door or drawer as it is now (see :meth:`HouseholdLayout.handle`)."""
         if place not in self._joints:
@@ -236,8 +241,7 @@ class HouseholdWorld(ArmWorld):
                 setattr(thing.states, flag, value)
             self.rules.register(thing)
             kind = self.catalog.type(spec.type)
-            surface = self.layout.surface(spec.place, self.opening(spec.place) * float(self.layout.place(spec.place).drawer["travel"])
-                                          if self.layout.place(spec.place).drawer else 0.0)
+            surface = self.surface(spec.place)
             xy = surface_point(surface, *spec.offset)
             body, size = object_body(self.client, kind.shape, kind.size, kind.mass, xy, surface.z, surface.yaw + spec.yaw)
             self._objects[spec.name] = (body, thing, size, spec.color or kind.color)
@@ -385,8 +389,7 @@ class HouseholdWorld(ArmWorld):
         for place in self.layout.places.values():
             if place.hand is not None:
                 continue
-            travel = self.opening(place.name) * float(place.drawer["travel"]) if place.drawer else 0.0
-            surface = self.layout.surface(place.name, travel)
+            surface = self.surface(place.name)
             c, s = math.cos(surface.yaw), math.sin(surface.yaw)
             dx, dy = o.position[0] - surface.centre[0], o.position[1] - surface.centre[1]
             along, across = dx * c + dy * s, -dx * s + dy * c

@@ -29,7 +29,7 @@ from teachbot.errors import (
     UnreachableError,
 )
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.household_layout import HouseholdLayout, surface_offset, surface_point
+from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
 from teachbot.sim.household_objects import StateError
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
@@ -244,17 +244,20 @@ class HouseholdSkills(SkillLibrary):
             _, offset = surface_offset(self.layout.surface(place), float(near[0]), float(near[1]))
             limit = max(0.0, p.width / 2 - self.layout.base.size[1] / 2)
             across = 0.0 if abs(offset) < LATERAL_TOLERANCE else float(np.clip(offset, -limit, limit))
-            here = self.base.pose()
-            if self.at(place, 0.0) or any(self.at(place, a) for a in (across,)):
+            if self.at(place, 0.0) or self.at(place, across):  # already here: stay if the thing is in reach sideways
+                here = self.base.pose()
                 current = surface_offset(self.layout.surface(place), here.x, here.y)[1]
                 if abs(current - offset) < LATERAL_TOLERANCE:
                     across = current
         if not self.at(place, across, back):
             self.skill_move_to(place, speed_factor=self.profile.safety.default_speed_factor, across=across, back=back)
         self._plan_around_furniture()
-        opening = self.view.opening(place) if self.layout.place(place).drawer else 0.0
-        travel = opening * float(self.layout.place(place).drawer["travel"]) if self.layout.place(place).drawer else 0.0
-        self.floor_z = self.layout.surface(place, travel).z - self.layout.base.arm_mount[2]
+        self.floor_z = self._surface(place).z - self.layout.base.arm_mount[2]
+
+    def _surface(self, place: str) -> Surface:
+        """Where things rest at ``place`` now (in a drawer: as far out as it is pulled)."""
+        drawer = self.layout.place(place).drawer
+        return self.layout.surface(place, self.view.opening(place) * float(drawer["travel"]) if drawer else 0.0)
 
     # ------------------------------------------------------------------ manipulation
     def skill_grasp(self, object_name: str, hand: str = "right") -> dict:
@@ -299,9 +302,7 @@ class HouseholdSkills(SkillLibrary):
 
     def _free_spot(self, location: str, held: Thing) -> tuple[float, float]:
         """The free spot of the surface nearest to the robot, clear of the objects already there."""
-        drawer = self.layout.place(location).drawer
-        travel = self.view.opening(location) * float(drawer["travel"]) if drawer else 0.0
-        surface = self.layout.surface(location, travel)
+        surface = self._surface(location)
         others = [t for t in self.view.things().values() if t.name != held.name and t.place == location]
         need = float(max(held.size[:2])) / 2
         best = None
