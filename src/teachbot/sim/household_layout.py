@@ -93,6 +93,11 @@ class BaseSpec:
     camera_target: tuple[float, float, float] = (0.9, 0.0, 0.75)
     camera_size: tuple[int, int] = (424, 240)
 
+    def arm_origin(self, x: float, y: float, yaw: float) -> np.ndarray:
+        """Map position of the arm's base (``arm_mount`` in the base frame) for the base at (x, y, yaw)."""
+        m, c, s = self.arm_mount, math.cos(yaw), math.sin(yaw)
+        return np.array([x + c * m[0] - s * m[1], y + s * m[0] + c * m[1], m[2]])
+
 
 @dataclass(frozen=True)
 class HouseholdLayout:

@@ -149,10 +149,7 @@ class HouseholdWorld(ArmWorld):
     def arm_frame(self, pose: BasePose | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Position and quaternion of the arm's base (panda_link0) in the map for a base ``pose``."""
         pose = pose or self.base_pose
-        m = self.layout.base.arm_mount
-        c, s = math.cos(pose.yaw), math.sin(pose.yaw)
-        position = np.array([pose.x + c * m[0] - s * m[1], pose.y + s * m[0] + c * m[1], m[2]])
-        return position, np.array(pb.getQuaternionFromEuler([0, 0, pose.yaw]))
+        return self.layout.base.arm_origin(pose.x, pose.y, pose.yaw), np.array(pb.getQuaternionFromEuler([0, 0, pose.yaw]))
 
     def command_base(self, path: BasePath) -> None:
         """Follow ``path`` from now (simulated time); replaces any path being followed."""

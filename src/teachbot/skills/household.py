@@ -120,9 +120,8 @@ class HouseholdSkills(SkillLibrary):
     # ------------------------------------------------------------------ frames
     def arm_frame(self) -> tuple[np.ndarray, float]:
         """Map position of the arm's base and the base's yaw."""
-        pose, m = self.base.pose(), self.layout.base.arm_mount
-        c, s = math.cos(pose.yaw), math.sin(pose.yaw)
-        return np.array([pose.x + c * m[0] - s * m[1], pose.y + s * m[0] + c * m[1], m[2]]), pose.yaw
+        pose = self.base.pose()
+        return self.layout.base.arm_origin(pose.x, pose.y, pose.yaw), pose.yaw
 
     def to_arm(self, point: np.ndarray) -> np.ndarray:
         origin, yaw = self.arm_frame()
@@ -305,37 +304,29 @@ class HouseholdSkills(SkillLibrary):
         surface = self._surface(location)
         others = [t for t in self.view.things().values() if t.name != held.name and t.place == location]
         need = float(max(held.size[:2])) / 2
-        best = None
         for along in np.arange(-surface.half_extents[0] + need, surface.half_extents[0] - need + 1e-9, SPOT_STEP):
             for across in sorted(np.arange(-surface.half_extents[1] + need, surface.half_extents[1] - need + 1e-9, SPOT_STEP), key=abs):
                 xy = surface_point(surface, float(along), float(across))
                 if all(math.hypot(xy[0] - t.position[0], xy[1] - t.position[1]) > need + float(max(t.size[:2])) / 2 + 0.02 for t in others):
-                    best = xy
-                    break
-            if best is not None:
-                break
-        if best is None:
-            raise PlaceFailedError(f"the {location} has no free spot for {held.name!r}; clear it or choose another place")
-        return best
+                    return xy
+        raise PlaceFailedError(f"the {location} has no free spot for {held.name!r}; clear it or choose another place")
 
     def _free_band(self, surface: str, s: Any, sponge: Thing) -> float:
         """``along`` of a wiping stroke across the surface in front of the robot that no object stands in:
         the reachable bands from near to far, the first clear one."""
         half_band = float(max(sponge.size[:2])) / 2 + WIPE_CLEARANCE
         here, across_here = surface_offset(s, *self.to_map(np.array([0.0, 0.0, 0.0]))[:2])
-        others = [t for t in self.view.things().values() if t.place == surface and t.name != sponge.name]
+        footprints = []  # each thing on the surface: its centre and half extents along the surface's axes
+        for t in self.view.things().values():
+            if t.place == surface and t.name != sponge.name:
+                a, c = surface_offset(s, float(t.position[0]), float(t.position[1]))
+                phi = t.yaw - s.yaw
+                footprints.append((a, c, abs(math.cos(phi)) * t.size[0] / 2 + abs(math.sin(phi)) * t.size[1] / 2,
+                                   abs(math.sin(phi)) * t.size[0] / 2 + abs(math.cos(phi)) * t.size[1] / 2))
         for reach in WIPE_REACHES:
             along = float(np.clip(here + reach, -s.half_extents[0] + half_band, s.half_extents[0] - half_band))
-            blocked = False
-            for t in others:
-                a, c = surface_offset(s, float(t.position[0]), float(t.position[1]))
-                phi = t.yaw - s.yaw  # the thing's footprint projected on the surface's axes
-                half_a = abs(math.cos(phi)) * t.size[0] / 2 + abs(math.sin(phi)) * t.size[1] / 2
-                half_c = abs(math.sin(phi)) * t.size[0] / 2 + abs(math.cos(phi)) * t.size[1] / 2
-                if abs(a - along) < half_band + half_a and abs(c - across_here) < WIPE_STROKE / 2 + half_band + half_c:
-                    blocked = True
-                    break
-            if not blocked:
+            if not any(abs(a - along) < half_band + half_a and abs(c - across_here) < WIPE_STROKE / 2 + half_band + half_c
+                       for a, c, half_a, half_c in footprints):
                 return along
         raise PlaceFailedError(f"no clear strip of the {surface} to wipe in front of the robot; move the things on it first")
 
