@@ -230,13 +230,20 @@ def queries(config):
     ("blocking", "cyan block", "red block", True),  # too close for a finger between them
     ("blocking", "yellow block", "red block", False),
     ("blocking", "blue bowl", "pink block", False),  # the bowl holding it does not block it
+    ("above", "blue block", "green block", True),
+    ("above", "green block", "blue block", False),
+    ("above", "red block", "green block", False),  # beside it, not over it
+    ("above", "pink block", "blue bowl", False),  # in the bowl, not above it
+    ("below", "green block", "blue block", True),
+    ("below", "blue block", "green block", False),
 ])
 def test_relation(queries, relation, subject, obj, holds):
     assert queries.relation(relation, subject, obj) is holds
 
 
 def test_every_relation_is_covered_and_bad_queries_say_what_to_do(queries):
-    assert set(RELATIONS) == {"left_of", "right_of", "in_front_of", "behind", "on_top_of", "inside", "near", "blocking"}
+    assert set(RELATIONS) == {"left_of", "right_of", "in_front_of", "behind", "on_top_of", "inside", "near", "blocking",
+                              "above", "below"}
     assert queries.relation("left of", "red block", "green block")  # spoken form accepted
     with pytest.raises(InvalidArgumentError, match="use one of left_of"):
         queries.relation("under", "red block", "green block")

@@ -14,6 +14,7 @@ from teachbot.errors import ConfigError
 
 SHAPES = ("box", "bowl", "blob")
 ANCHORS = ("center", "bottom")
+OBSERVE = ("camera", "world_state")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class RelationConfig:
     contact: float = 0.015
     blocking_clearance: float = 0.02
     robot_base: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    viewer: str = "fixed"  # fixed: right/forward as given; robot: given in a mobile base's frame, turning with it
+
+    def __post_init__(self) -> None:
+        if self.viewer not in ("fixed", "robot"):
+            raise ConfigError(f"perception.relations.viewer must be 'fixed' or 'robot', got {self.viewer!r}")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class PerceptionConfig:
     tracking: TrackingConfig
     relations: RelationConfig
     source: str = "config/perception.yaml"
+    observe: str = "camera"  # camera: detect in images; world_state: the simulator's ground truth (household)
 
     @classmethod
     def load(cls, name_or_path: str | Path = "perception") -> PerceptionConfig:
@@ -115,6 +122,7 @@ class PerceptionConfig:
                 tracking=TrackingConfig(**(p.get("tracking") or {})),
                 relations=RelationConfig(**rel),
                 source=source,
+                observe=_one_of(str(p.get("observe", "camera")), OBSERVE, f"{source}: perception.observe"),
             )
         except ConfigError:
             raise
@@ -134,3 +142,9 @@ def _triple(value: Any) -> tuple[float, float, float]:
     if arr.shape != (3,):
         raise ValueError(f"expected three numbers, got {value!r}")
     return (float(arr[0]), float(arr[1]), float(arr[2]))
+
+
+def _one_of(value: str, allowed: tuple[str, ...], key: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{key} must be one of {allowed}, got {value!r}")
+    return value

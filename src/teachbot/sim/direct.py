@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
+from teachbot.sim.camera import CameraSpec
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
 from teachbot.skills.household import Thing
@@ -110,6 +112,27 @@ class WorldHousehold:
 
     def drive_articulation(self, place: str, open_: bool) -> None:
         self.world.command_articulation(place, open_)
+
+
+def perceive_household(world: HouseholdWorld, perception: HouseholdPerception, camera: CameraSpec | None = None) -> None:
+    """Fold the world's ground truth into household ``perception`` (what the perception node does over
+    ROS); with a ``camera`` the mast camera's segmentation image says what is in view."""
+    seen = None
+    if camera is not None:
+        seen = set(np.unique(world.render(world.camera(camera)).segmentation).tolist())
+    objects = world.objects()
+    things = [WorldThing(o.name, o.type, o.color, o.position, o.size, yaw_of(o.orientation), o.body_id) for o in objects]
+    states = world.thing_states()
+    status = {o.name: ThingStatus(o.place, o.inside, o.held, _flags(states.get(o.name, {})),
+                                  str(states.get(o.name, {}).get("contents") or "")) for o in objects}
+    status.update({p: ThingStatus(flags=_flags(states.get(p, {}))) for p in world.layout.places})
+    openings = {p: world.opening(p) for p in world.layout.places if world.layout.place(p).openable}
+    pose = world.base_pose
+    perception.update(things, world.sim_time, (pose.x, pose.y, pose.yaw), openings, status, seen)
+
+
+def _flags(states: dict) -> dict[str, bool]:
+    return {k: bool(v) for k, v in states.items() if k not in ("held", "contents")}
 
 
 class DirectSkills:
