@@ -34,8 +34,11 @@ def _household_stack():
     from teachbot.nodes.stack import InProcessStack
 
     # simulated time runs at most 4x the wall: at "as fast as possible" a loaded machine delivers a
-    # trajectory to the sim after the skill's whole allowance of simulated time has passed
-    s = InProcessStack("household_sim", real_time_factor=4.0, camera_enabled=False)
+    # trajectory to the sim after the skill's whole allowance of simulated time has passed; the mast
+    # camera at 2 Hz tells perception what is in view
+    specs = node_set("sim", {"world": "household", "real_time_factor": 4.0, "camera": True},
+                     only=("sim", "skills", "perception"), extra_parameters={"sim": {"camera_rate": 2.0}})
+    s = InProcessStack.from_node_set(specs)
     s.start()
     return s
 
@@ -54,7 +57,7 @@ def test_the_node_set_for_the_household_world():
     specs = {s.name: s for s in node_set("sim", {"world": "household", "console": True})}
     assert specs["sim"].parameters["robot_profile"] == "household_sim"
     assert specs["interaction_manager"].parameters["api_profile"] == "household"
-    assert "perception" not in specs  # the console reads the simulator's objects and states
+    assert specs["perception"].parameters["config"] == "perception_household"  # ground truth, the camera for the view
 
 
 def scenario_fetch_and_hand_over_through_the_actions(household):
@@ -170,7 +173,82 @@ def scenario_the_person_speaking_takes_the_handed_object(household):
         person.destroy_node()
 
 
-SCENARIOS = (scenario_fetch_and_hand_over_through_the_actions, scenario_fridge_and_wiping_through_the_actions,
+def scenario_perception_of_the_kitchen(household):
+    """perception/objects in the map frame, relations with the furniture, states that follow the skills,
+    detect() answering with what the mast camera sees."""
+    import rclpy
+    from teachbot_interfaces.msg import ObjectList, ThingStates
+    from teachbot_interfaces.srv import Detect, QueryScene
+
+    from teachbot.nodes.common import LATCHED_QOS
+
+    client = household.client
+    assert client.reset(seed=0).success
+    probe = rclpy.create_node("household_perception_probe")
+    got: dict[str, object] = {}
+    probe.create_subscription(ObjectList, "perception/objects", lambda m: got.__setitem__("objects", m), LATCHED_QOS)
+    probe.create_subscription(ThingStates, "perception/states", lambda m: got.__setitem__("states", m), LATCHED_QOS)
+    query, detect = probe.create_client(QueryScene, "perception/query_scene"), probe.create_client(Detect, "perception/detect")
+    household.add_node(probe)
+
+    def ask(service, request, timeout=20.0):
+        assert service.wait_for_service(timeout)
+        future = service.call_async(request)
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            assert time.monotonic() < deadline, "perception did not answer"
+            time.sleep(0.02)
+        return future.result()
+
+    def state(name):
+        reply = ask(query, QueryScene.Request(query="state", subject=name))
+        assert reply.success, reply.message
+        return dict(zip(reply.keys, reply.values))
+
+    def wait_for(predicate, what, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)
+
+    try:
+        wait_for(lambda: "objects" in got and "milk" in {o.name for o in got["objects"].objects} and "states" in got,
+                 "perception's object list")
+        objects = got["objects"]
+        assert objects.header.frame_id == "map"
+        milk = next(o for o in objects.objects if o.name == "milk")
+        assert milk.pose.position.x == pytest.approx(truth(client)["milk"].pose.position.x, abs=1e-3)
+        inside = ask(query, QueryScene.Request(query="relation", relation="inside", subject="milk", object="fridge"))
+        assert inside.success and inside.holds
+        on = ask(query, QueryScene.Request(query="relation", relation="on top of", subject="apple", object="table"))
+        assert on.success and on.holds
+        unknown = ask(query, QueryScene.Request(query="relation", relation="near", subject="kettle", object="fridge"))
+        assert not unknown.success and "unknown object 'kettle'" in unknown.message
+        assert state("fridge")["open"] == "False" and state("milk")["visible"] == "False"
+        wait_for(lambda: state("apple")["visible"] == "True", "the apple in the mast camera's view")
+        seen = ask(detect, Detect.Request(queries=["apple", "juice"]))
+        assert seen.success and {o.name for o in seen.objects} == {"apple"}  # the juice is on the counter, behind
+        assert client.call("open", thing="fridge", timeout=120).success
+        wait_for(lambda: state("fridge")["open"] == "True", "the fridge's state to follow the door")
+        assert float(state("fridge")["opening"]) > 0.9
+        assert client.call("grasp", object_name="milk", timeout=120).success
+        wait_for(lambda: state("milk")["held"] == "True", "the milk held")
+        assert state("milk")["supported_by"] == "" and state("milk")["inside"] == ""
+        distance = ask(query, QueryScene.Request(query="distance_to_robot", subject="milk"))
+        assert distance.success and distance.value < 0.9  # in the hand: within the arm's reach
+        assert client.call("move_to", location="counter", speed_factor=1.0, timeout=120).success
+        wait_for(lambda: state("apple juice")["visible"] == "True", "the juice in view at the counter")
+        assert state("apple")["visible"] == "False"  # the table is behind the robot now
+        right = ask(query, QueryScene.Request(query="relation", relation="right_of", subject="red cup", object="apple juice"))
+        assert right.success and right.holds  # as the robot facing the counter sees them
+    finally:
+        household.nodes.remove(probe)
+        household._executor.remove_node(probe)
+        probe.destroy_node()
+
+
+SCENARIOS = (scenario_perception_of_the_kitchen,
+             scenario_fetch_and_hand_over_through_the_actions, scenario_fridge_and_wiping_through_the_actions,
              scenario_the_console_api_over_ros, scenario_the_person_speaking_takes_the_handed_object)
 
 

@@ -35,6 +35,7 @@ PACKAGE = "teachbot"
 DEFAULT_PROFILE = {"sim": "panda_sim", "robot": "panda_real", "replay": "panda_sim"}
 WORLDS = ("tabletop", "household")
 HOUSEHOLD_PROFILE = "household_sim"  # the robot of world:=household unless robot_profile names another
+HOUSEHOLD_PERCEPTION = "perception_household"  # its perception config (observe: world_state)
 
 
 @dataclass(frozen=True)
@@ -200,10 +201,11 @@ def node_set(
                          **_pick(args, seed="seed", scene_file="scene_file", real_time_factor="real_time_factor",
                                  camera_enabled="camera")}
     params["skills"] = {"robot_profile": profile}
-    if not household:  # the household console reads the simulator's object list and states (no perception yet)
-        params["perception"] = _pick(args, backend="perception_backend")
-        if mode == "robot":  # no simulator to ask for ground truth
-            params["perception"]["world_state_service"] = ""
+    params["perception"] = _pick(args, backend="perception_backend")
+    if household:  # the kitchen's objects and states from the simulator's ground truth, the camera for what is in view
+        params["perception"]["config"] = HOUSEHOLD_PERCEPTION
+    elif mode == "robot":  # no simulator to ask for ground truth
+        params["perception"]["world_state_service"] = ""
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
         params["improvement"] = dict(llm)

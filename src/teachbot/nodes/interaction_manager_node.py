@@ -71,6 +71,8 @@ class InteractionManagerNode(Node):
         self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
         self._objects: dict[str, list[float]] | None = None  # None until the first object list arrives
+        self._objects_arrived = threading.Event()
+        self.objects_wait = float(cfg.get("objects_wait", 5.0))
         self.objects_topic = str(cfg["objects_topic"])
         self.create_subscription(ObjectList, self.objects_topic, self.on_objects, LATCHED_QOS)
         self.create_subscription(LlmCompletion, "improvement/completions", self.on_improvement_completion, TRANSCRIPT_QOS)
@@ -121,6 +123,7 @@ class InteractionManagerNode(Node):
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
+        self._objects_arrived.set()
 
     def on_states(self, msg: ThingStates) -> None:
         """The household things' states, for get_object_state()."""
@@ -143,7 +146,8 @@ class InteractionManagerNode(Node):
         ))
 
     def _current_objects(self) -> dict[str, list[float]]:
-        if self._objects is None:
+        # just after start the first list may still be on its way (perception waits for the simulator)
+        if self._objects is None and not self._objects_arrived.wait(self.objects_wait):
             raise NotAvailableError(
                 f"no object list has arrived on {self.objects_topic}; start the perception (or sim) node"
             )

@@ -6,6 +6,9 @@ Out: perception/objects (ObjectList, latched) at ``rate`` Hz, in ``base_frame``.
 Services: perception/detect (Detect), perception/query_scene (QueryScene).
 With the sim_ground_truth backend it asks sim/get_world_state for the segment labels and for what the
 simulator knows about each object (held, supported_by).
+With ``perception.observe: world_state`` (the household world, config/perception_household.yaml) the
+objects come from sim/get_world_state and their states from sim/states, the segmentation image says
+which are in view, and the furniture takes part in the relations; it also publishes perception/states.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
-from teachbot_interfaces.msg import ObjectList
+from teachbot_interfaces.msg import ObjectList, ThingStates
 from teachbot_interfaces.srv import Detect, GetWorldState, QueryScene
 
 from teachbot.errors import ConfigError, TeachbotError
@@ -28,8 +31,13 @@ from teachbot.nodes.common import LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run
 from teachbot.nodes.convert import image_array, stamp_msg, stamp_seconds, tracked_object_msg
 from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.detector import Frame
+from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
 from teachbot.perception.localize import CameraModel
 from teachbot.perception.pipeline import Perception
+from teachbot.perception.relations import SceneQueries
+from teachbot.perception.scene_model import SceneModel
+from teachbot.sim.direct import yaw_of
+from teachbot.sim.household_layout import BASE_JOINTS
 
 try:  # tf is optional: pip installs have no tf2_ros; camera/pose or config then give the extrinsics
     import tf2_ros
@@ -56,6 +64,7 @@ class PerceptionNode(Node):
             "segmentation_topic": topics.get("segmentation", "camera/segmentation"),
             "camera_pose_topic": topics.get("pose", "camera/pose"),
             "world_state_service": "sim/get_world_state",  # "" on a real robot
+            "states_topic": "sim/states",  # observe: world_state only
             "sync_tolerance": float(cfg.camera.get("sync_tolerance", 0.02)),
             "use_tf": True,
         }
@@ -68,9 +77,11 @@ class PerceptionNode(Node):
         refuse_duplicate(self)
         self.config = replace(cfg, backend=str(p["backend"]), rate=float(p["rate"]), queries=tuple(p["queries"]),
                               min_score=float(p["min_score"]), base_frame=str(p["base_frame"]))
+        self.world_view = self.config.observe == "world_state"
         self.perception = Perception(self.config)
+        self.household = HouseholdPerception(self.config) if self.world_view else None
         self.sync_tolerance = float(p["sync_tolerance"])
-        self.needs_labels = self.config.backend == "sim_ground_truth"
+        self.needs_labels = self.config.backend == "sim_ground_truth" or self.world_view
         if self.needs_labels and not p["world_state_service"]:
             self.destroy_node()
             raise ConfigError(
@@ -90,6 +101,9 @@ class PerceptionNode(Node):
         self._labels_requested = (0.0, 0)  # monotonic time, epoch
         self._epoch = 0  # scene generation: bumped when the image stamps run backwards (simulator reset)
         self._model_epoch = 0
+        self._world: Any = None  # the latest GetWorldState reply (observe: world_state)
+        self._states: ThingStates | None = None
+        self._seen: tuple[float, set[int]] | None = None  # stamp and ids of the latest segmentation image
         self._lock = threading.Lock()
         self._warned: set[str] = set()
 
@@ -109,6 +123,10 @@ class PerceptionNode(Node):
             self.tf_buffer = tf2_ros.Buffer()
             self.tf_listener = tf2_ros.TransformListener(self.tf_buffer, self)
         self.objects_pub = self.create_publisher(ObjectList, "perception/objects", LATCHED_QOS)
+        self.states_pub = None
+        if self.world_view:
+            self.create_subscription(ThingStates, str(p["states_topic"]), self._on_states, LATCHED_QOS, callback_group=images)
+            self.states_pub = self.create_publisher(ThingStates, "perception/states", LATCHED_QOS)
         self.create_service(Detect, "perception/detect", self.on_detect, callback_group=work)
         self.create_service(QueryScene, "perception/query_scene", self.on_query_scene, callback_group=work)
         self.create_timer(1.0 / max(self.config.rate, 1e-3), self.on_tick, callback_group=work)
@@ -126,6 +144,9 @@ class PerceptionNode(Node):
             buf.append(msg)
             del buf[:-FRAME_BUFFER]
 
+    def _on_states(self, msg: ThingStates) -> None:
+        self._states = msg
+
     def on_camera_info(self, msg: CameraInfo) -> None:
         self._info = msg
 
@@ -133,9 +154,20 @@ class PerceptionNode(Node):
         self._pose = msg
 
     # ------------------------------------------------------------ the loop
+    @property
+    def scene(self) -> SceneModel:
+        return self.household.scene if self.household is not None else self.perception.scene
+
+    @property
+    def queries(self) -> SceneQueries:
+        return self.household.queries if self.household is not None else self.perception.queries
+
     def on_tick(self) -> None:
         """Fold the newest complete frame into the scene model and publish the object list."""
         self._poll_labels()
+        if self.household is not None:
+            self._tick_world()
+            return
         try:
             if self._model_epoch != self._epoch:  # a new scene: start over
                 self._model_epoch = self._epoch
@@ -151,10 +183,54 @@ class PerceptionNode(Node):
                 self._latest = (frame, camera)
         except (TeachbotError, ValueError) as exc:
             self._warn_once(str(exc))
-        msg = ObjectList(objects=[tracked_object_msg(o) for o in self.perception.scene.objects()])
+        self._publish_objects()
+
+    def _publish_objects(self) -> None:
+        msg = ObjectList(objects=[tracked_object_msg(o) for o in self.scene.objects()])
         msg.header.frame_id = self.config.base_frame
         msg.header.stamp = stamp_msg(self._last_stamp) if self._last_stamp >= 0 else self.get_clock().now().to_msg()
         self.objects_pub.publish(msg)
+
+    def _tick_world(self) -> None:
+        """observe: world_state: fold the simulator's latest report into the household scene model."""
+        assert self.household is not None
+        self._request_labels()
+        reply, states = self._world, self._states
+        if reply is None:
+            return
+        self._world = None
+        if reply.sim_time < self._last_stamp:  # the simulator loaded a new scene
+            self.household.scene.clear()
+        self._last_stamp = float(reply.sim_time)
+        joints = dict(zip(reply.joints.name, reply.joints.position))
+        pose = tuple(float(joints.get(j, 0.0)) for j in BASE_JOINTS)
+        openings = {pl.name: float(joints[pl.joint]) / pl.joint_limit for pl in self.household.layout.places.values()
+                    if pl.openable and pl.joint in joints}
+        things = []
+        for o in reply.objects:
+            q = o.pose.orientation
+            things.append(WorldThing(o.name, o.category, o.color, np.array([o.pose.position.x, o.pose.position.y, o.pose.position.z]),
+                                     np.array([o.size.x, o.size.y, o.size.z]), yaw_of(np.array([q.x, q.y, q.z, q.w])),
+                                     int(o.segmentation_id)))
+        status = None
+        if states is not None:
+            status = {t.name: ThingStatus(t.place, t.inside, t.held, dict(zip(t.state_names, t.state_values)), t.contents)
+                      for t in states.things}
+        self.household.update(things, self._last_stamp, pose, openings, status, self._seen_ids())
+        self._publish_objects()
+        if states is not None and self.states_pub is not None:
+            self.states_pub.publish(states)
+
+    def _seen_ids(self) -> set[int] | None:
+        """Segmentation ids in the newest segmentation image (computed once per image)."""
+        with self._lock:
+            seg = self._images["segmentation"][-1] if self._images["segmentation"] else None
+        if seg is None:
+            return None
+        t = stamp_seconds(seg.header.stamp)
+        if self._seen is None or self._seen[0] != t:
+            self._seen = (t, set(np.unique(image_array(seg)).tolist()))
+        return self._seen[1]
 
     def _newest_frame(self) -> tuple[Frame, CameraModel, dict[str, dict[str, str]]] | None:
         """The newest colour image with depth (and segmentation) of the same stamp, not yet processed."""
@@ -250,9 +326,12 @@ class PerceptionNode(Node):
                  for o in reply.objects}
         if self._labels_requested[1] == self._epoch:  # an answer from before a reset names the old scene
             self._labels = (self._epoch, labels, state)
+            self._world = reply
 
     # ------------------------------------------------------------ services
     def on_detect(self, request: Detect.Request, response: Detect.Response) -> Detect.Response:
+        if self.household is not None:
+            return self._detect_in_view(request, response)
         latest = self._latest
         if latest is None:
             response.success, response.message = False, "no camera frame processed yet; is the camera publishing?"
@@ -263,15 +342,28 @@ class PerceptionNode(Node):
         except (TeachbotError, ValueError) as exc:
             response.success, response.message = False, str(exc)
             return response
-        tracks = {t.name: t.id for t in self.perception.scene.objects()}
+        tracks = {t.name: t.id for t in self.scene.objects()}
         response.objects = [tracked_object_msg(o, tracks.get(o.name, 0)) for o in found]
         for msg in response.objects:
             msg.last_seen = stamp_msg(frame.stamp)
         response.success, response.message = True, f"{len(found)} found"
         return response
 
+    def _detect_in_view(self, request: Detect.Request, response: Detect.Response) -> Detect.Response:
+        """observe: world_state: the objects the camera sees now whose name or category holds a query."""
+        visible = self.household.visible if self.household is not None else None
+        if visible is None:
+            response.success, response.message = False, "no segmentation image yet; is the sim's camera on?"
+            return response
+        wanted = [q.strip().lower() for q in request.queries if q.strip()]
+        found = [o for o in self.scene.objects() if o.name in visible
+                 and (not wanted or any(w in o.name.lower() or w in o.label.lower() for w in wanted))]
+        response.objects = [tracked_object_msg(o) for o in found]
+        response.success, response.message = True, f"{len(found)} found"
+        return response
+
     def on_query_scene(self, request: QueryScene.Request, response: QueryScene.Response) -> QueryScene.Response:
-        q = self.perception.queries
+        q = self.queries
         try:
             kind = request.query.strip().lower()
             if kind == "relation":

@@ -50,7 +50,8 @@ def default_topics(camera: bool = False, skills_namespace: str = "skills", house
     ]
     known = set(action_names())
     if household:
-        topics.append(TopicSpec("sim/states", "teachbot_interfaces/msg/ThingStates", **latched))
+        topics += [TopicSpec("sim/states", "teachbot_interfaces/msg/ThingStates", **latched),
+                   TopicSpec("perception/states", "teachbot_interfaces/msg/ThingStates", **latched)]
     for skill in HOUSEHOLD_SKILLS if household else SKILLS:
         action = "HouseholdSkill" if household else _ACTION_TYPES.get(skill, skill.capitalize())
         if action not in known:

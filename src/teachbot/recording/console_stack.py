@@ -156,6 +156,8 @@ class ConsoleStack:
     def start(self) -> Any:
         """sim + skills up, in the recorded scene; returns the skill client."""
         from teachbot.nodes.stack import InProcessStack
+        from teachbot.nodeset import node_set
+        from teachbot.robot_profile import RobotProfile
 
         overrides: dict[str, Any] = {"real_time_factor": self.real_time_factor, "camera_enabled": self.camera}
         if self.camera:
@@ -168,7 +170,14 @@ class ConsoleStack:
             overrides["scene_file"] = str(scene)
         if self.spec.memory:
             self.memory = self._open_memory()
-        self.stack = InProcessStack(self.spec.robot_profile, **overrides)
+        if RobotProfile.load(self.spec.robot_profile).world == "household":
+            # the household console reads perception's object list and states (ground truth, see
+            # config/perception_household.yaml); the tabletop console's skills read the simulator's
+            specs = node_set("sim", {"robot_profile": self.spec.robot_profile}, only=("sim", "skills", "perception"),
+                             extra_parameters={"sim": overrides})
+            self.stack = InProcessStack.from_node_set(specs)
+        else:
+            self.stack = InProcessStack(self.spec.robot_profile, **overrides)
         return self.stack.start()
 
     def _open_memory(self) -> Any:
