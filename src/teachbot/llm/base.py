@@ -90,6 +90,37 @@ class Model(Protocol):
     ) -> Completion: ...
 
 
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One native tool call a chat model asked for (OpenAI tools API): its id, tool name and the
+    arguments as the model wrote them (a JSON object, not yet parsed)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """A chat model's answer to a conversation with tools: its text and the tool calls it asked for."""
+
+    text: str
+    tool_calls: tuple[ToolCallRequest, ...]
+    completion: Completion
+
+
+@runtime_checkable
+class ToolChatModel(Protocol):
+    """A backend that also takes a whole conversation with tool definitions (native tool calling).
+
+    ``messages`` are OpenAI chat messages (``system``, ``user``, ``assistant`` with ``tool_calls``,
+    ``tool`` with ``tool_call_id``); ``tools`` are OpenAI function tool definitions."""
+
+    name: str
+
+    def chat_tools(self, messages: Sequence[dict], tools: Sequence[dict], *, timeout: float | None = None) -> ChatReply: ...
+
+
 CompletionListener = Callable[[Completion, str], None]
 """Called with every completion and the prompt it answered (e.g. to publish it on a topic)."""
 

@@ -1,0 +1,1 @@
+"""Issue detection before acting (RAIDER): grounded tools, the agent, its flow manager, recovery, the benchmark."""

@@ -1,0 +1,77 @@
+"""config/raider.yaml as a typed dataclass; a bad value names its key."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.errors import ConfigError
+
+ABLATIONS = ("BASIC", "QGEN", "GRND", "QGEN_GRND")
+TOOL_CALLING = ("text", "native")
+GUARD_MODES = ("off", "warn", "block")
+
+
+@dataclass(frozen=True)
+class RaiderConfig:
+    """Everything under ``raider:``."""
+
+    prompt: str = "QGEN_GRND"
+    examples: bool = True
+    tool_calling: str = "text"
+    tool_calling_by_model: Mapping[str, str] = field(default_factory=dict)
+    time_limit: float = 20.0
+    max_turns: int = 12
+    max_tokens: int = 400
+    reach: Mapping[str, float] = field(default_factory=lambda: {"tabletop": 0.85, "household": 0.85})
+    guard: Mapping[str, str] = field(default_factory=dict)
+    guarded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    source: str = "config/raider.yaml"
+
+    def __post_init__(self) -> None:
+        checks = [("prompt", self.prompt, ABLATIONS), ("tool_calling", self.tool_calling, TOOL_CALLING)]
+        checks += [(f"tool_calling_by_model.{k}", v, TOOL_CALLING) for k, v in self.tool_calling_by_model.items()]
+        checks += [(f"guard.{k}", v, GUARD_MODES) for k, v in self.guard.items()]
+        for key, value, allowed in checks:
+            if value not in allowed:
+                raise ConfigError(f"{self.source}: raider.{key} must be one of {allowed}, got {value!r}")
+        if self.time_limit <= 0 or self.max_turns < 1:
+            raise ConfigError(f"{self.source}: raider.time_limit must be > 0 and raider.max_turns >= 1")
+
+    @classmethod
+    def load(cls, name_or_path: str | Path = "raider") -> RaiderConfig:
+        path = resolve_config(str(name_or_path))
+        return cls.from_mapping(load_yaml(path), str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], source: str = "config/raider.yaml") -> RaiderConfig:
+        r = raw.get("raider")
+        if not isinstance(r, Mapping):
+            raise ConfigError(f"{source}: expected a 'raider:' mapping at the top level")
+        known = set(cls.__dataclass_fields__) - {"source"}
+        unknown = sorted(set(r) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown raider keys {unknown}; known: {sorted(known)}")
+        values = dict(r)
+        values["guard"] = {str(k): "off" if v is False else str(v) for k, v in (r.get("guard") or {}).items()}
+        values["guarded"] = {str(k): tuple(str(f) for f in v or ()) for k, v in (r.get("guarded") or {}).items()}
+        values["reach"] = {str(k): float(v) for k, v in (r.get("reach") or {}).items()}
+        values["tool_calling_by_model"] = dict(r.get("tool_calling_by_model") or {})
+        try:
+            return cls(**values, source=source)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: malformed raider config ({exc})") from None
+
+    def tool_calling_for(self, model_name: str) -> str:
+        """text or native for this endpoint's model name."""
+        for pattern, mode in self.tool_calling_by_model.items():
+            if fnmatch.fnmatch(model_name, pattern):
+                return mode
+        return self.tool_calling
+
+    def guard_mode(self, profile: str) -> str:
+        return self.guard.get(profile, "off")
