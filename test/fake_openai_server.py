@@ -27,7 +27,17 @@ and ``token_delay`` seconds apart (a non-streamed answer waits as long in total)
 deltas, a usage chunk at the end when ``stream_options.include_usage``. ``server.chunks_sent`` counts
 the chunks actually written: a client that closes the stream early shows as a broken pipe that stops it.
 
-Every request body is kept in ``server.requests`` (the temperatures a client sent, its stop strings).
+Tool calls (native tool calling): an answer (from ``respond``, ``answers`` or ``answer``) may be a dict
+``{"content": "..." or None, "tool_calls": [{"id": "...", "name": "...", "arguments": {...} or "..."}]}``,
+the form ``ScriptedModel.chat_tools`` scripts. A chat request then gets OpenAI's format:
+``choices[0].message.tool_calls = [{"id", "type": "function", "function": {"name", "arguments"}}]``
+(arguments as a JSON string, a missing id as ``call_<request>_<n>``), ``content`` null when the dict
+has none, ``finish_reason`` "tool_calls" (``stop`` when the list is empty). Such answers are not
+streamed: a streamed request for one gets HTTP 400. A ``respond`` hook that looks at the request's
+``tool`` messages scripts a whole conversation.
+
+Every request body is kept in ``server.requests`` (the temperatures a client sent, its stop strings,
+the ``tools`` and ``tool`` messages of a chat with tools).
 """
 
 from __future__ import annotations
@@ -63,8 +73,8 @@ class FakeOpenAIServer:
 
     def __init__(self, answer: str = " get_obj_names()\n>>> put_first_on_second('a', 'b')\n") -> None:
         self.answer = answer
-        self.answers: deque[str] = deque()  # when not empty, each plain answer is taken from here in turn
-        self.respond: Callable[[dict[str, Any]], str] | None = None  # body -> answer, before answers/answer
+        self.answers: deque[str | dict[str, Any]] = deque()  # when not empty, each plain answer is taken from here in turn
+        self.respond: Callable[[dict[str, Any]], str | dict[str, Any]] | None = None  # body -> answer, before answers/answer
         self.reasoning = ""  # streamed (and reported) as reasoning before the answer, chat mode
         self.refuse: set[str] = set()  # parameters every request is refused for (HTTP 400)
         self.cached_prefix = False
@@ -100,7 +110,7 @@ class FakeOpenAIServer:
             self.paths.append(path)
             return self._script.popleft() if self._script else "ok"
 
-    def next_answer(self, body: dict[str, Any]) -> str:
+    def next_answer(self, body: dict[str, Any]) -> str | dict[str, Any]:
         if self.respond is not None:
             return self.respond(body)
         with self._lock:
@@ -166,11 +176,24 @@ def _usage(prompt_chars: int, completion_tokens: int, cached: int | None, reason
     return usage
 
 
-def _body(kind: str, model: str, text: str, finish: str, usage: dict[str, Any] | None, reasoning: str = "") -> dict[str, Any]:
+def _tool_calls(calls: list[dict[str, Any]], request: int) -> list[dict[str, Any]]:
+    """A tool-call answer's calls in OpenAI's format: arguments as a JSON string."""
+    out = []
+    for n, call in enumerate(calls, start=1):
+        arguments = call.get("arguments", {})
+        out.append({"id": call.get("id") or f"call_{request}_{n}", "type": "function",
+                    "function": {"name": call["name"], "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}})
+    return out
+
+
+def _body(kind: str, model: str, text: str | None, finish: str, usage: dict[str, Any] | None, reasoning: str = "",
+          tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     if kind == "chat":
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if reasoning:
             message["reasoning_content"] = reasoning
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
         obj = "chat.completion"
     else:
@@ -262,22 +285,31 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             model = server.served_model or body.get("model", "fake-model")
             reasoning = server.reasoning if kind == "chat" else ""
-            if behaviour == "empty":
+            answer = "" if behaviour == "empty" else server.next_answer(body)
+            calls: list[dict[str, Any]] = []
+            if isinstance(answer, dict):  # a tool-call answer
+                if body.get("stream"):
+                    self._error(400, {"error": {"message": "the fake server streams no tool calls", "type": "fake"}})
+                    return
+                calls = _tool_calls(list(answer.get("tool_calls") or []), len(server.requests))
+                text, finish = answer.get("content"), "tool_calls" if calls else "stop"
+            elif behaviour == "empty":
                 text, finish = "", "stop"
             elif behaviour == "ignore_stop":
-                text, finish = server.next_answer(body), "length"
+                text, finish = answer, "length"
             else:
-                text, finish = _cut(server.next_answer(body), body.get("stop"))
+                text, finish = _cut(answer, body.get("stop"))
             cached = server.cached_tokens(prompt) if server.cached_prefix else None
             if body.get("stream"):
                 self._stream(kind, model, text, finish, reasoning, body, prompt_chars, cached, cut=behaviour == "stream_cut")
                 return
-            time.sleep(server.first_token_delay + server.token_delay * len(pieces(reasoning + text)))
+            written = (text or "") + (json.dumps(calls) if calls else "")
+            time.sleep(server.first_token_delay + server.token_delay * len(pieces(reasoning + written)))
             usage = None
             if behaviour != "no_usage":
-                completion_tokens = len(pieces(text)) + len(pieces(reasoning))
+                completion_tokens = len(pieces(written)) + len(pieces(reasoning))
                 usage = _usage(prompt_chars, completion_tokens, cached, len(pieces(reasoning)))
-            self._send(200, json.dumps(_body(kind, model, text, finish, usage, reasoning)).encode())
+            self._send(200, json.dumps(_body(kind, model, text, finish, usage, reasoning, calls)).encode())
 
         def _stream(self, kind: str, model: str, text: str, finish: str, reasoning: str, body: dict[str, Any],
                     prompt_chars: int, cached: int | None, *, cut: bool) -> None:

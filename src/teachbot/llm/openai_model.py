@@ -23,6 +23,12 @@ An empty completion is asked again with the temperature raised by ``empty_temper
 (as the core paper's code does), up to ``empty_retries`` times; if it stays empty, the empty
 completion is returned and the caller decides. ``generate(timeout=...)`` is a deadline for the whole
 call: each request waits at most what is left of it, and no retry starts past it.
+
+``chat_tools(messages, tools)`` (``mode: chat`` only) is native tool calling: the conversation and the
+OpenAI tool definitions go to ``/v1/chat/completions`` as they are, never streamed and without stop
+strings, with the same retries, capabilities and deadline; an answer with neither text nor a tool call
+counts as empty. It is recorded as ``tool_calls.conversation_prompt`` with the reply in
+``tool_calls.render_reply`` form, so a recording replays through ``ScriptedModel.chat_tools``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,10 +47,12 @@ import openai
 
 from teachbot.llm.base import (
     DEFAULT_STOP,
+    ChatReply,
     Completion,
     CompletionListener,
     LLMError,
     RecordingModel,
+    ToolCallRequest,
     estimate_tokens,
     plain_prompt,
     prompt_digest,
@@ -52,6 +60,7 @@ from teachbot.llm.base import (
     trim_at_stop,
 )
 from teachbot.llm.capabilities import MAX_TOKENS_PARAMS, REGISTRY, Capabilities, Diagnosis, diagnose
+from teachbot.llm.tool_calls import calls_from_message, conversation_prompt, render_reply
 
 logger = logging.getLogger("teachbot.llm")
 
@@ -98,6 +107,11 @@ class _Reply:
     model: str
     usage: Any = None
     chunks: int = 0  # streamed chunks carrying text or reasoning (about one token each)
+    calls: tuple[ToolCallRequest, ...] = ()  # native tool calls (``chat_tools``)
+
+
+Send = Callable[[float, float | None, float | None], _Reply]
+"""One request at (temperature, seconds left, deadline): an ``_Reply``, or ``_Retryable`` / ``_Learned`` / ``LLMError``."""
 
 
 class OpenAIModel(RecordingModel):
@@ -191,22 +205,55 @@ class OpenAIModel(RecordingModel):
         ``until`` is used when streaming; ``timeout`` bounds the whole call, retries included.
         """
         stops, base_temperature, limit = self._sampling(stop, temperature, max_tokens)
+
+        def send(temp: float, left: float | None, deadline: float | None) -> _Reply:
+            return self._attempt(prompt, stops, temp, limit, until, left, deadline)
+
+        reply, attempts, start = self._answered(send, base_temperature, timeout, lambda r: bool(trim_at_stop(r.text, stops)[0].strip()))
+        text, cut = trim_at_stop(reply.text, stops)
+        return self._complete(reply, prompt, text, "stop" if cut else reply.finish, attempts, start)
+
+    def chat_tools(self, messages: Sequence[dict], tools: Sequence[dict], *, timeout: float | None = None) -> ChatReply:
+        """Send a conversation with OpenAI function tools; the reply's text and the tool calls it asks for.
+
+        Chat mode only; see the module docstring. ``timeout`` bounds the whole call, retries included.
+        """
+        if self.mode != "chat":
+            raise LLMError(f"native tool calling needs mode: chat, but {self.model!r} at {self.base_url} runs in mode: {self.mode}; "
+                           "set mode: chat for this role in config/llm.yaml, or use raider tool_calling: text")
+        messages, tools = list(messages), list(tools)
+        prompt = conversation_prompt(messages, tools)
+
+        def send(temp: float, left: float | None, deadline: float | None) -> _Reply:
+            return self._tool_attempt(messages, tools, temp, left)
+
+        reply, attempts, start = self._answered(send, self.temperature, timeout, lambda r: bool(r.text.strip() or r.calls))
+        completion = self._complete(reply, prompt, render_reply(reply.text, reply.calls), reply.finish, attempts, start)
+        return ChatReply(reply.text, reply.calls, completion)
+
+    def _answered(
+        self, send: Send, temperature: float, timeout: float | None, usable: Callable[[_Reply], bool],
+    ) -> tuple[_Reply, int, float]:
+        """(reply, attempts, start): asked with retries, and again warmer while not ``usable`` (empty), within ``timeout``."""
         start = time.monotonic()
         deadline = None if timeout is None else start + timeout
         attempts = 0
         for empty_try in range(self.empty_retries + 1):
             if empty_try and deadline is not None and time.monotonic() >= deadline:
                 break  # no time left to ask again: the empty answer is returned
-            temp = round(base_temperature + empty_try * self.empty_temperature_step, 6)
+            temp = round(temperature + empty_try * self.empty_temperature_step, 6)
             try:
-                reply, used = self._request_with_retries(prompt, stops, temp, limit, until, deadline)
+                reply, used = self._request_with_retries(send, temp, deadline)
             except LLMError as exc:
                 exc.attempts += attempts  # count the empty answers before the failure too
                 raise
             attempts += used
-            text, cut = trim_at_stop(reply.text, stops)
-            if text.strip():
+            if usable(reply):
                 break
+        return reply, attempts, start
+
+    def _complete(self, reply: _Reply, prompt: str, text: str, finish: str, attempts: int, start: float) -> Completion:
+        """The ``Completion`` of an answered call, recorded (history, listeners)."""
         prompt_tokens, completion_tokens, cached = _token_counts(reply, prompt, text)
         completion = Completion(
             text=text,
@@ -215,16 +262,13 @@ class OpenAIModel(RecordingModel):
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             latency=time.monotonic() - start,
-            finish_reason="stop" if cut else reply.finish,
+            finish_reason=finish,
             attempts=attempts,
             cached_tokens=cached,
         )
         return self._record(completion, prompt)
 
-    def _request_with_retries(
-        self, prompt: str, stop: tuple[str, ...], temperature: float, max_tokens: int,
-        until: Callable[[str], bool] | None, deadline: float | None,
-    ) -> tuple[_Reply, int]:
+    def _request_with_retries(self, send: Send, temperature: float, deadline: float | None) -> tuple[_Reply, int]:
         attempt = failures = 0
         learned: set[str] = set()
         reason = ""
@@ -234,7 +278,7 @@ class OpenAIModel(RecordingModel):
             if left is not None and left <= 0:
                 raise self._deadline_error(attempt - 1, reason)
             try:
-                return self._attempt(prompt, stop, temperature, max_tokens, until, left, deadline), attempt
+                return send(temperature, left, deadline), attempt
             except _Learned as exc:
                 if learned & exc.diagnosis.changes.keys():
                     raise LLMError(f"LLM endpoint {self.base_url} refused {exc.diagnosis.dropped} again; "
@@ -293,13 +337,31 @@ class OpenAIModel(RecordingModel):
     ) -> _Reply:
         caps = self.effective_capabilities
         params = self._params(caps, stop, temperature, max_tokens)
+        if self.mode == "completions":
+            create = lambda client: client.completions.create(prompt=plain_prompt(prompt), **params)
+        else:
+            create = lambda client: client.chat.completions.create(messages=self.messages(prompt), **params)
+        response = self._send(create, params, caps, left)
+        if params.get("stream"):  # read outside ``_send``'s handlers: ``until`` is the caller's code
+            return self._read_stream(response, stop, until, deadline)
+        text, finish = self._extract(response)
+        return _Reply(text, finish, getattr(response, "model", None) or "", getattr(response, "usage", None))
+
+    def _tool_attempt(self, messages: list[dict], tools: list[dict], temperature: float, left: float | None) -> _Reply:
+        caps = replace(self.effective_capabilities, stream=False)  # tool calls are read whole
+        params = self._params(caps, (), temperature, self.max_tokens)
+        if tools:
+            params["tools"] = tools
+        response = self._send(lambda client: client.chat.completions.create(messages=messages, **params), params, caps, left)
+        text, finish = self._extract(response)
+        calls = calls_from_message(getattr(response.choices[0], "message", None))
+        return _Reply(text, finish, getattr(response, "model", None) or "", getattr(response, "usage", None), calls=calls)
+
+    def _send(self, create: Callable[[openai.OpenAI], Any], params: dict[str, Any], caps: Capabilities, left: float | None) -> Any:
+        """``create(client)`` waiting at most ``left``; its failures as ``_Retryable``, ``_Learned`` or ``LLMError``."""
         wait = self.timeout if left is None else min(self.timeout, left)
-        client = self._client.with_options(timeout=wait)
         try:
-            if self.mode == "completions":
-                response = client.completions.create(prompt=plain_prompt(prompt), **params)
-            else:
-                response = client.chat.completions.create(messages=self.messages(prompt), **params)
+            return create(self._client.with_options(timeout=wait))
         except openai.APITimeoutError:
             raise _Retryable(f"timed out after {wait:.3g} s") from None
         except openai.APIConnectionError as exc:
@@ -316,10 +378,6 @@ class OpenAIModel(RecordingModel):
                 f"LLM endpoint {self.base_url} returned malformed JSON ({type(exc).__name__}); check that it speaks the OpenAI API",
                 attempts=1,
             ) from None
-        if params.get("stream"):  # read outside the handlers above: ``until`` is the caller's code
-            return self._read_stream(response, stop, until, deadline)
-        text, finish = self._extract(response)
-        return _Reply(text, finish, getattr(response, "model", None) or "", getattr(response, "usage", None))
 
     def _learn(self, exc: openai.APIStatusError, params: dict[str, Any], caps: Capabilities) -> None:
         """Raise ``_Learned`` when the 400 names a parameter we sent and can do without; log it once."""

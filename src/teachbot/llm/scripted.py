@@ -6,6 +6,13 @@ Three sources, tried in this order for each prompt:
 - ``respond``: a callable prompt -> text;
 - ``completions``: texts returned in order.
 Every text is cut at the first stop string, as a real model stops there.
+
+With ``native_tools=True`` the model is also a ``ToolChatModel``: ``chat_tools(messages, tools)`` takes
+its answer from the same sources, keyed by ``tool_calls.conversation_prompt(messages, tools)`` (the JSON
+string ``respond`` receives and ``prompts`` records): plain text is a reply without tool calls, a JSON
+object ``{"content": "...", "tool_calls": [{"id": "...", "name": "...", "arguments": {...} or "..."}]}``
+one with them (the form ``OpenAIModel.chat_tools`` records, so recorded sessions replay). Without it the
+model stands in for a backend that has no native tool calling (``chat_tools`` is None).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 
 from teachbot.llm.base import (
     DEFAULT_STOP,
+    ChatReply,
     Completion,
     CompletionListener,
     LLMError,
@@ -27,6 +35,7 @@ from teachbot.llm.base import (
     prompt_digest,
     trim_at_stop,
 )
+from teachbot.llm.tool_calls import conversation_prompt, parse_reply, render_reply
 
 BAG_SUFFIXES = (".mcap", ".db3")  # rosbag2 storage files; their directory holds the bag's metadata.yaml
 
@@ -44,8 +53,11 @@ class ScriptedModel(RecordingModel):
         name: str = "scripted",
         history_size: int = 1000,
         on_completion: CompletionListener | None = None,
+        native_tools: bool = False,
     ) -> None:
         super().__init__(name, history_size=history_size, on_completion=on_completion)
+        if not native_tools:  # a protocol method set to None is absent: no ToolChatModel
+            self.chat_tools = None  # type: ignore[assignment]
         self._queue: deque[str] = deque(completions)
         self._respond = respond
         self._replay: dict[str, deque[str]] = {
@@ -118,6 +130,28 @@ class ScriptedModel(RecordingModel):
             finish_reason="stop",
         )
         return self._record(completion, prompt)
+
+    def chat_tools(self, messages: Sequence[dict], tools: Sequence[dict], *, timeout: float | None = None) -> ChatReply:
+        """Next scripted reply to a conversation with tools (``native_tools=True``; see the module docstring)."""
+        start = time.monotonic()
+        prompt = conversation_prompt(messages, tools)
+        digest = prompt_digest(prompt)
+        with self._lock:
+            self.prompts.append(prompt)
+            raw = self._next(prompt, digest)
+            self.served += 1
+        text, calls = parse_reply(raw)
+        rendered = render_reply(text, calls)
+        completion = Completion(
+            text=rendered,
+            model=self.name,
+            prompt_digest=digest,
+            prompt_tokens=estimate_tokens(prompt),
+            completion_tokens=estimate_tokens(rendered),
+            latency=time.monotonic() - start,
+            finish_reason="tool_calls" if calls else "stop",
+        )
+        return ChatReply(text, calls, self._record(completion, prompt))
 
     def _next(self, prompt: str, digest: str) -> str:
         if self._replay:
