@@ -3,7 +3,8 @@
 In:  camera/color/image_raw, camera/depth/image_raw (registered to colour), camera/color/camera_info,
      camera/segmentation (simulation), camera/pose or tf for the extrinsics (else config).
 Out: perception/objects (ObjectList, latched) at ``rate`` Hz, in ``base_frame``.
-Services: perception/detect (Detect), perception/query_scene (QueryScene).
+Services: perception/detect (Detect), perception/query_scene (QueryScene), perception/grounded_tool
+(GroundedTool: RAIDER's grounded tools over this node's scene, teachbot.nodes.grounded_tools_service).
 With the sim_ground_truth backend it asks sim/get_world_state for the segment labels and for what the
 simulator knows about each object (held, supported_by).
 With ``perception.observe: world_state`` (the household world, config/perception_household.yaml) the
@@ -29,6 +30,7 @@ from teachbot_interfaces.srv import Detect, GetWorldState, QueryScene
 from teachbot.errors import ConfigError, TeachbotError
 from teachbot.nodes.common import LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.convert import image_array, stamp_msg, stamp_seconds, tracked_object_msg
+from teachbot.nodes.grounded_tools_service import GroundedToolsService
 from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.detector import Frame
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
@@ -129,6 +131,7 @@ class PerceptionNode(Node):
             self.states_pub = self.create_publisher(ThingStates, "perception/states", LATCHED_QOS)
         self.create_service(Detect, "perception/detect", self.on_detect, callback_group=work)
         self.create_service(QueryScene, "perception/query_scene", self.on_query_scene, callback_group=work)
+        self.grounded_tools = GroundedToolsService(self, callback_group=work)
         self.create_timer(1.0 / max(self.config.rate, 1e-3), self.on_tick, callback_group=work)
         self.get_logger().info(f"perception ready: backend {self.config.backend}, {self.config.rate:g} Hz")
 
