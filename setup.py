@@ -46,6 +46,7 @@ setup(
             "memory = teachbot.nodes.memory_node:main",
             "improvement = teachbot.nodes.improvement_node:main",
             "perception = teachbot.nodes.perception_node:main",
+            "issue_detection = teachbot.nodes.issue_detection_node:main",
             "recorder = teachbot.nodes.recorder_node:main",
             "replay = teachbot.nodes.replay_node:main",
             "teachbot = teachbot.cli:main",

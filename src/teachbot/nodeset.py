@@ -7,8 +7,10 @@ starts and the nodes the CLI composes in one process can never drift apart.
 Pure data and plain Python: no rclpy or launch import, so launch files, the CLI and tests can all read it.
 
     mode      nodes
-    sim       sim, skills, perception, memory [+ improvement, interaction_manager with an LLM] [+ recorder]
-    robot     skills, perception, memory [+ improvement, interaction_manager with an LLM] [+ recorder]
+    sim       sim, skills, perception, memory [+ improvement, issue_detection, interaction_manager with an LLM]
+              [+ recorder]
+    robot     skills, perception, memory [+ improvement, issue_detection, interaction_manager with an LLM]
+              [+ recorder]
               (the arm's own drivers provide the profile's controller and camera topics)
     replay    the sim stack of a recorded session, improvement and interaction_manager answering from the
               recorded completions (llm_backend scripted, llm_model the recording), plus the replay node
@@ -136,6 +138,8 @@ NODES: dict[str, tuple[str, str, str]] = {
     "perception": ("perception", "teachbot.nodes.perception_node:PerceptionNode", "object list from the camera"),
     "memory": ("memory", "teachbot.nodes.memory_node:MemoryNode", "episodic examples and retrieval"),
     "improvement": ("improvement", "teachbot.nodes.improvement_node:ImprovementNode", "learn_from_interaction()"),
+    "issue_detection": ("issue_detection", "teachbot.nodes.issue_detection_node:IssueDetectionNode",
+                        "RAIDER: issues with an action before acting"),
     "interaction_manager": ("interaction_manager", "teachbot.nodes.interaction_manager_node:InteractionManagerNode",
                             "the LLM console"),
     "recorder": ("recorder", "teachbot.nodes.recorder_node:RecorderNode", "records the session"),
@@ -166,7 +170,7 @@ def parse_arguments(mode: str, values: Mapping[str, object] | None = None) -> di
 
 
 def wants_llm(args: Mapping[str, object]) -> bool:
-    """The LLM nodes (interaction manager, improvement) run when asked for or when an LLM is named."""
+    """The LLM nodes (interaction manager, improvement, issue detection) run when asked for or when an LLM is named."""
     return bool(args.get("console")) or any(args.get(k) for k in ("llm_backend", "llm_model", "llm_base_url", "llm_config"))
 
 
@@ -209,6 +213,7 @@ def node_set(
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
         params["improvement"] = dict(llm)
+        params["issue_detection"] = {**llm, "world": "household" if household else "tabletop"}
         params["interaction_manager"] = {**llm, **_pick(args, memory="memory")}  # its local fallback reads this store
         if household:
             params["interaction_manager"]["api_profile"] = "household"
