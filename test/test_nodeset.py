@@ -63,8 +63,8 @@ def test_sim_and_robot_modes_differ_only_in_the_simulator() -> None:
     """robot.launch.py swaps the sim node for the real drivers and nothing else changes (DESIGN §2)."""
     sim = {s.name: s for s in node_set("sim", {"console": True})}
     robot = {s.name: s for s in node_set("robot", {"console": True})}
-    assert list(sim) == ["sim", "skills", "perception", "memory", "improvement", "issue_detection", "interaction_manager"]
-    assert list(robot) == ["skills", "perception", "memory", "improvement", "issue_detection", "interaction_manager"]
+    assert list(sim) == ["sim", "skills", "perception", "memory", "issue_detection", "improvement", "interaction_manager"]
+    assert list(robot) == ["skills", "perception", "memory", "issue_detection", "improvement", "interaction_manager"]
     assert sim["skills"].parameters == {"robot_profile": "panda_sim"}
     assert robot["skills"].parameters == {"robot_profile": "panda_real"}
     assert robot["perception"].parameters == {"world_state_service": ""}  # no simulator ground truth
@@ -81,7 +81,7 @@ def test_llm_nodes_run_only_when_an_llm_is_asked_for() -> None:
     for values in ({"console": "true"}, {"llm_backend": "openai"}, {"llm_model": "llama3"},
                    {"llm_base_url": "http://127.0.0.1:11434/v1"}, {"llm_config": "my_llm.yaml"}):
         names = [s.name for s in node_set("sim", values)]
-        assert names[-3:] == ["improvement", "issue_detection", "interaction_manager"], values
+        assert names[-2:] == ["improvement", "interaction_manager"], values
     im = {s.name: s for s in node_set("robot", {"llm_model": "qwen", "llm_base_url": "http://127.0.0.1:8000/v1"})}
     assert im["interaction_manager"].parameters == {"llm_model": "qwen", "llm_base_url": "http://127.0.0.1:8000/v1"}
     assert im["improvement"].parameters == im["interaction_manager"].parameters
@@ -107,7 +107,7 @@ def test_recording_and_replay_entries() -> None:
     assert (recorder.name, recorder.provided_by) == ("recorder", "recording")
     assert recorder.parameters == {"output": "out/rec", "robot_profile": "panda_sim"}  # whose skills it records
     replay = {s.name: s for s in node_set("replay", {"recording": "out/rec", "real_time_factor": 0})}
-    assert list(replay) == ["sim", "skills", "perception", "memory", "improvement", "issue_detection", "interaction_manager",
+    assert list(replay) == ["sim", "skills", "perception", "memory", "issue_detection", "improvement", "interaction_manager",
                             "replay"]
     assert replay["replay"].parameters == {"recording": "out/rec", "check": True}
     assert node_set("replay", {"recording": "out/rec", "check": "false"})[-1].parameters["check"] is False

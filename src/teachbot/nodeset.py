@@ -7,9 +7,9 @@ starts and the nodes the CLI composes in one process can never drift apart.
 Pure data and plain Python: no rclpy or launch import, so launch files, the CLI and tests can all read it.
 
     mode      nodes
-    sim       sim, skills, perception, memory [+ improvement, issue_detection, interaction_manager with an LLM]
+    sim       sim, skills, perception, memory [+ issue_detection, improvement, interaction_manager with an LLM]
               [+ recorder]
-    robot     skills, perception, memory [+ improvement, issue_detection, interaction_manager with an LLM]
+    robot     skills, perception, memory [+ issue_detection, improvement, interaction_manager with an LLM]
               [+ recorder]
               (the arm's own drivers provide the profile's controller and camera topics)
     replay    the sim stack of a recorded session, improvement and interaction_manager answering from the
@@ -137,9 +137,9 @@ NODES: dict[str, tuple[str, str, str]] = {
     "skills": ("skills", "teachbot.nodes.skills_node:SkillsNode", "one action per skill, safety limits, e-stop"),
     "perception": ("perception", "teachbot.nodes.perception_node:PerceptionNode", "object list from the camera"),
     "memory": ("memory", "teachbot.nodes.memory_node:MemoryNode", "episodic examples and retrieval"),
-    "improvement": ("improvement", "teachbot.nodes.improvement_node:ImprovementNode", "learn_from_interaction()"),
     "issue_detection": ("issue_detection", "teachbot.nodes.issue_detection_node:IssueDetectionNode",
                         "RAIDER: issues with an action before acting"),
+    "improvement": ("improvement", "teachbot.nodes.improvement_node:ImprovementNode", "learn_from_interaction()"),
     "interaction_manager": ("interaction_manager", "teachbot.nodes.interaction_manager_node:InteractionManagerNode",
                             "the LLM console"),
     "recorder": ("recorder", "teachbot.nodes.recorder_node:RecorderNode", "records the session"),
@@ -212,8 +212,8 @@ def node_set(
         params["perception"]["world_state_service"] = ""
     params["memory"] = _pick(args, learned_dir="memory")
     if wants_llm(args):
-        params["improvement"] = dict(llm)
         params["issue_detection"] = {**llm, "world": "household" if household else "tabletop"}
+        params["improvement"] = dict(llm)
         params["interaction_manager"] = {**llm, **_pick(args, memory="memory")}  # its local fallback reads this store
         if household:
             params["interaction_manager"]["api_profile"] = "household"
