@@ -23,6 +23,7 @@ import pytest
 from teachbot.console._sandbox_worker import CONSOLE_BUILTINS, check_source
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
+from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.registry import RobotApi
 from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
@@ -302,6 +303,7 @@ def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, Dialog
         api = world.robot.functions()
     api |= {"wait_for_trigger": listening(dialog.wait_for_trigger), "ask": listening(dialog.ask)}
     api[LEARN] = lambda: None  # the improvement node's answer when it stored the lesson (it speaks for itself)
+    api["check_action"] = IssueGuard(None).check_action  # the interaction manager adds it (no seed calls it)
     assert set(api) == set(RobotApi.load(profile).names)
     differences = []
     with SandboxExecutor(api, LIMITS) as sandbox:

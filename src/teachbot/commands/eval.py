@@ -1,4 +1,5 @@
-"""``teachbot eval cap ...`` runs the core paper's tabletop protocol; ``teachbot eval report DIR`` writes its report.
+"""``teachbot eval cap ...`` runs the core paper's tabletop protocol; ``teachbot eval report DIR`` writes its report;
+``teachbot eval raider`` runs the issue-detection benchmark (teachbot.commands.eval_raider).
 
     teachbot eval cap --methods ours,ours-no-learning --splits SA-SI,UA-UI --runs 10 \\
         --llm-base-url URL --llm-model NAME --out DIR [--workers N] [--templates N] [--person template|llm]
@@ -44,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "plan as one program)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
+    from teachbot.commands import eval_raider
+
+    eval_raider.register(kinds)
     report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
     report.add_argument("directory")
     report.set_defaults(func=run_report)
@@ -85,14 +89,14 @@ def _llm(args: argparse.Namespace) -> dict[str, Any]:
     return raw
 
 
-def check_endpoint(raw: dict[str, Any]) -> str:
-    """The interaction role's endpoint answers (GET /models: no completion, nothing billed); returns its URL."""
+def check_endpoint(raw: dict[str, Any], role: str = "interaction") -> str:
+    """The ``role``'s endpoint answers (GET /models: no completion, nothing billed); returns its URL."""
     import openai
 
     from teachbot.llm.factory import role_settings
     from teachbot.llm.openai_model import OpenAIModel
 
-    settings = role_settings(raw, "interaction")
+    settings = role_settings(raw, role)
     if settings["backend"] != "openai":
         return settings["backend"]
     model = OpenAIModel(str(settings.get("model", "")), base_url=str(settings.get("base_url", "")),

@@ -21,6 +21,7 @@ from teachbot_interfaces.srv import Improve, RetrieveExamples
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
+from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
@@ -39,8 +40,10 @@ from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
+from teachbot.nodes.raider_ros import IssueDetectionClient
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
+from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
@@ -87,6 +90,12 @@ class InteractionManagerNode(Node):
             self.skills = SkillClient(self)
             implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects,
                                             self.dialog).functions()
+        # check_action() and the guard before physical functions: the issue_detection node (config/raider.yaml)
+        raider = RaiderConfig.load()
+        self.issue_client = IssueDetectionClient(self, timeout=raider.time_limit + 10.0)
+        self.guard = IssueGuard(self.issue_client, raider.guard_mode(api.profile), raider.guarded.get(api.profile, ()),
+                                log=self.get_logger().info)
+        implementations = self.guard.wrap({**implementations, "check_action": self.guard.check_action})
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})

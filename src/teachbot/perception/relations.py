@@ -167,7 +167,7 @@ class SceneQueries:
 
     def _inside(self, a: Body, b: Body) -> bool:
         """``a`` is within container ``b``: over its floor and below its rim."""
-        return b.container and b.covers(a.centre) and b.bottom - self.rel.contact <= a.bottom < b.top
+        return b.container and b.covers(a.centre) and b.bottom - self.rel.contact <= a.bottom < b.top - self.rel.contact
 
     def _above(self, a: Body, b: Body) -> bool:
         """``a`` is over ``b``'s footprint and higher than its top (resting on it or not)."""
@@ -184,8 +184,8 @@ class SceneQueries:
         ``b`` than the fingers need, at ``b``'s height (a container holding ``b`` does not count)."""
         if not b.container and self._on_top_of(a, b):
             return True
-        if self._inside(b, a) or self._on_top_of(b, a) or a.top <= b.bottom + self.rel.contact:
-            return False
+        if self._inside(b, a) or self._inside(a, b) or self._on_top_of(b, a) or a.top <= b.bottom + self.rel.contact:
+            return False  # its container, what it holds, what it rests on, or below it
         return self._gap(a, b) < self.rel.blocking_clearance
 
     # ------------------------------------------------------------------ queries

@@ -1,0 +1,79 @@
+"""``teachbot eval raider``: the issue-detection benchmark (see teachbot.raider.benchmark).
+
+    teachbot eval raider --method precond --out DIR                       # offline, no model
+    teachbot eval raider --method raider --ablation QGEN_GRND --llm-base-url URL --llm-model NAME --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from teachbot.errors import ConfigError
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    """Add ``raider`` to the ``eval`` subcommands."""
+    p = kinds.add_parser("raider", help="the issue-detection benchmark (RAIDER): Grnd, Det, Expl, Time per issue type")
+    p.add_argument("--method", default="raider", choices=("raider", "precond", "visual-obs"),
+                   help="raider: the agent; precond: predefined precondition checks (no model); visual-obs: the whole "
+                        "scene described instead of tools")
+    p.add_argument("--ablation", default="", choices=("", "BASIC", "QGEN", "GRND", "QGEN_GRND"),
+                   help="the agent's prompt (default: config/raider.yaml)")
+    p.add_argument("--tool-calling", default="", choices=("", "text", "native"), help="default: config/raider.yaml")
+    p.add_argument("--world", default="all", choices=("all", "tabletop", "household"), help="only this world's cases")
+    p.add_argument("--cases", action="append", default=[], metavar="FILE", help="case files (default: config/benchmarks/raider/)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N cases (default all)")
+    p.add_argument("--out", required=True, help="output directory (results.jsonl, summary.json, report.md)")
+    p.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
+    p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
+    p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the cases with the method; write results.jsonl, summary.json and report.md."""
+    from teachbot.commands.eval import _llm, check_endpoint
+    from teachbot.raider.benchmark import checker_factory, run_cases, write_outputs
+    from teachbot.raider.cases import load_cases
+    from teachbot.raider.config import RaiderConfig
+
+    out = Path(args.out)
+    if (out / "results.jsonl").exists():
+        raise ConfigError(f"{out} already holds results.jsonl; give a new --out directory")
+    cases = load_cases([Path(c) for c in args.cases] or None)
+    if args.world != "all":
+        cases = [c for c in cases if c.world == args.world]
+    if args.limit:
+        cases = cases[: args.limit]
+    if not cases:
+        raise ConfigError("no cases to run; check --world and --cases")
+    config = RaiderConfig.load()
+    if args.ablation:
+        config = replace(config, prompt=args.ablation)
+    if args.tool_calling:
+        config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
+    model = None
+    if args.method != "precond":
+        from teachbot.llm.factory import model_from_config
+
+        raw = _llm(args)
+        check_endpoint(raw, "issue_detection")
+        model = model_from_config(raw, "issue_detection")
+    bar = None
+    if not args.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(cases), unit="case", desc=args.method)
+    scores = run_cases(cases, checker_factory(args.method, model, config), out,
+                       progress=(lambda _s: bar.update(1)) if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    summary = write_outputs(scores, out, args.method)
+    o = summary["overall"]
+    print(f"{args.method}: {o['n']} cases, Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
+          f"{o['time']:.3f} s per check\nreport: {out / 'report.md'}", flush=True)
+    return 0
