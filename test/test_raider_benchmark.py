@@ -107,3 +107,26 @@ def test_eval_raider_against_an_endpoint(tmp_path, capsys):
     assert len(requests) >= 12  # at least two turns per check, over HTTP
     assert "Tool response: {\"objects\"" in requests[1]["messages"][-1]["content"]
     assert "raider:" in capsys.readouterr().out
+
+
+def test_visual_obs_reads_the_whole_scene_description():
+    from teachbot.llm.scripted import ScriptedModel
+    from teachbot.raider.benchmark import VisualObsChecker
+    from teachbot.raider.cases import CaseWorlds
+
+    case = next(c for c in load_cases() if c.issue_type == "IU5" and c.world == "tabletop")
+
+    def judge(prompt: str) -> str:  # decides from the description it is given, like a model reading the scene
+        blocked = re.findall(r"^  (.+) is on top of (.+)\.$", prompt, re.M)
+        if blocked:
+            top, bottom = blocked[0]
+            return "```json\n" + json.dumps({"final_response": "unfeasibility", "explanation": f"{top} is on top of {bottom}",
+                                             "grounding": [bottom]}) + "\n```"
+        return '{"final_response": "none", "explanation": "free", "grounding": []}'
+
+    with CaseWorlds() as worlds:
+        checker = checker_factory("visual-obs", ScriptedModel(respond=judge, stop=()))(worlds.tools_for(case), case.world)
+        assert isinstance(checker, VisualObsChecker)
+        result = checker.check(case.query)
+    assert result.final_response == "unfeasibility" and " is on top of " in result.explanation and result.turns == 1
+    assert not result.tool_calls  # no tools: the description is all it has
