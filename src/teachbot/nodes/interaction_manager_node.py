@@ -209,6 +209,7 @@ class InteractionManagerNode(Node):
         self._thread.join(timeout=5.0)
         self.core.shutdown()
         self.skills.close()
+        self.issue_client.close()  # an action client left on the node keeps it (and its name) alive on the graph
 
 
 def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
