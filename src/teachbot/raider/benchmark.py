@@ -5,7 +5,9 @@ checks, no model) and ``visual-obs`` (one model call with the whole scene descri
 Scores per case: Grnd (the grounded objects are the expected ones), Det (the verdict is right), Expl
 (the verdict is right and the explanation mentions every key fact of the case), Time. The output
 follows the evaluation harness: ``results.jsonl`` (one line per case), ``summary.json`` and
-``report.md`` with a per-issue-type table like the RAIDER paper's Table 1. Pure Python, no ROS.
+``report.md`` with a per-issue-type table like the RAIDER paper's Table 1. With a recovery planner,
+Recov_Plan too: for each case whose issue verdict is right, the recovery plan runs in the case's world
+and counts when it works (:mod:`teachbot.raider.recovery_eval`). Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_js
 from teachbot.raider.cases import CaseWorlds, RaiderCase, fact_score
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.precond import PrecondChecker
+from teachbot.raider.recovery import RecoveryPlanner
+from teachbot.raider.recovery_eval import evaluate_recovery
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
 
 METHODS = ("raider", "precond", "visual-obs")
@@ -34,7 +38,7 @@ PAPER = {  # RAIDER (GPT-4o) explanation success per issue type, %
 
 @dataclass(frozen=True)
 class CaseScore:
-    """One case's outcome and scores."""
+    """One case's outcome and scores; ``recov_plan`` is None where recovery was not evaluated."""
 
     id: str
     world: str
@@ -53,6 +57,7 @@ class CaseScore:
     tool_calls: int
     warnings: int
     stopped: str
+    recov_plan: bool | None = None
 
 
 def grounded_right(case: RaiderCase, grounding: Iterable[str], known: Iterable[str]) -> bool:
@@ -133,8 +138,9 @@ def checker_factory(method: str, model: Model | None = None, config: RaiderConfi
 
 
 def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | None = None,
-              progress: Callable[[CaseScore], None] | None = None) -> list[CaseScore]:
-    """Check every case in its simulated world; with ``out``, append each score to results.jsonl."""
+              progress: Callable[[CaseScore], None] | None = None, recover: RecoveryPlanner | None = None) -> list[CaseScore]:
+    """Check every case in its simulated world; with ``out``, append each score to results.jsonl. With
+    ``recover``, run the recovery plan of each case whose issue verdict is right (recovery.jsonl)."""
     scores = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -148,6 +154,12 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
             except ToolError as exc:  # a checker that cannot even start counts as no verdict
                 result = CheckResult(case.query, "", str(exc), stopped="error")
             s = score(case, result, known)
+            if recover is not None and s.det and result.issue:
+                outcome = evaluate_recovery(case, result, recover, worlds)
+                s = replace(s, recov_plan=outcome.success)
+                if out is not None:
+                    with (out / "recovery.jsonl").open("a") as f:
+                        f.write(json.dumps(asdict(outcome)) + "\n")
             scores.append(s)
             if out is not None:
                 with (out / "results.jsonl").open("a") as f:
@@ -158,15 +170,18 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
 
 
 def summarise(scores: Sequence[CaseScore]) -> dict[str, Any]:
-    """Rates (percent) overall, per issue type, per abstraction and per world; mean time."""
-    def rates(group: Sequence[CaseScore]) -> dict[str, float]:
+    """Rates (percent) overall, per issue type, per abstraction and per world; mean time; recov_plan over
+    the ``recov_n`` cases whose recovery was evaluated (None when none was)."""
+    def rates(group: Sequence[CaseScore]) -> dict[str, Any]:
         n = len(group)
         if not n:
             return {"n": 0}
+        recovered = [s.recov_plan for s in group if s.recov_plan is not None]
         return {"n": n, "grnd": 100.0 * sum(s.grnd for s in group) / n, "det": 100.0 * sum(s.det for s in group) / n,
-                "expl": 100.0 * sum(s.expl for s in group) / n, "time": sum(s.time for s in group) / n}
+                "expl": 100.0 * sum(s.expl for s in group) / n, "time": sum(s.time for s in group) / n,
+                "recov_n": len(recovered), "recov_plan": 100.0 * sum(recovered) / len(recovered) if recovered else None}
 
-    def by(key: str) -> dict[str, dict[str, float]]:
+    def by(key: str) -> dict[str, dict[str, Any]]:
         values = sorted({getattr(s, key) for s in scores})
         return {v: rates([s for s in scores if getattr(s, key) == v]) for v in values}
 
@@ -176,22 +191,29 @@ def summarise(scores: Sequence[CaseScore]) -> dict[str, Any]:
 
 def report_markdown(summary: dict[str, Any], method: str) -> str:
     """The report: overall scores and the per-issue-type table next to the paper's figures."""
+    def recov(r: dict[str, Any]) -> str:
+        return "-" if r.get("recov_plan") is None else f"{r['recov_plan']:.1f}"
+
     o = summary["overall"]
+    recovered = f" Recov_Plan {recov(o)} % of {o['recov_n']} right issue verdicts." if o.get("recov_n") else ""
     lines = [f"# Issue detection: {method}", "",
              f"{o['n']} cases. Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
-             f"mean time {o['time']:.3f} s per check.", "",
-             "| issue type | n | Grnd % | Det % | Expl % | Time s | RAIDER paper Expl % |", "|---|---|---|---|---|---|---|"]
+             f"mean time {o['time']:.3f} s per check.{recovered}", "",
+             "| issue type | n | Grnd % | Det % | Expl % | Time s | Recov_Plan % | RAIDER paper Expl % |",
+             "|---|---|---|---|---|---|---|---|"]
     for kind in ISSUE_TYPES:
         r = summary["issue_type"].get(kind)
         if r:
             lines.append(f"| {kind} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} | {r['time']:.3f} | "
-                         f"{PAPER[kind]:.1f} |")
+                         f"{recov(r)} | {PAPER[kind]:.1f} |")
     for key, title in (("abstraction", "abstraction"), ("world", "world"), ("form", "query form")):
         lines += ["", f"| {title} | n | Grnd % | Det % | Expl % |", "|---|---|---|---|---|"]
         for value, r in summary[key].items():
             lines.append(f"| {value} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} |")
     lines += ["", "Grnd: the grounded objects are exactly the expected ones. Det: the verdict (ambiguity, unfeasibility, "
               "none) is right. Expl: the verdict is right and the explanation names every key fact of the case. "
+              "Recov_Plan (- when not run): of the right issue verdicts, the share whose recovery plan works in the case's "
+              "world (the action then succeeds, or the robot rightly says it cannot). "
               "The paper's figures are GPT-4o on its AI2-THOR dataset, for orientation only."]
     return "\n".join(lines) + "\n"
 

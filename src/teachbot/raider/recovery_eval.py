@@ -1,0 +1,349 @@
+"""Recov_Plan: does a recovery plan work in the simulation?
+
+For a case with an issue and a check's verdict, :class:`~teachbot.raider.recovery.RecoveryPlanner`
+writes a plan; it runs in the console sandbox against the simulated robot of the case's world (its
+scene and setup loaded by :class:`~teachbot.raider.cases.CaseWorlds`), with a simulated person who
+answers ``ask()`` from the ground truth, and is judged by the world afterwards. The rule per issue type:
+
+- IA, IU2, IU5 (and IN): the robot can fix it (ask which one, free or fetch the hand, open the
+  container, move what blocks), so the plan counts when the original action's effect holds in the
+  world afterwards: grasp/pick: the object held; place/put_first_on_second: the object on its target;
+  place_object: what the hand held (or, with an empty hand, something) rests at the place;
+  handover_object_to_human: the thing is with the person; open/close: the door or drawer open/closed;
+  toggle: switched; slice: sliced; wipe: clean. For IA the action is the one with the candidate the
+  person named (the expected grounding's first).
+- IU1 (missing), IU3 (state: already done, or the thing is not as asked), IU4 (out of reach; the
+  tabletop arm is fixed, and the household cases are beyond reach even from the thing's place) and
+  IU6 (property): nothing the robot does fixes it, so the plan counts when it says so: at least one
+  ``say()`` and no physical call that retries the action, i.e. the action's function on the action's
+  own arguments (the grounding; for IU1 the query's words), or any call of that function when the query
+  names no argument (a category, a handover). Substitutes the person did not ask for are allowed.
+
+Either way a plan that raises is a failure with its error line. The person: for an ambiguity, "The
+<first candidate>, please."; asked where, a free work surface (household: the table, counter or
+workbench with the fewest things; tabletop: the named point farthest from every object); asked which
+or what, the grounded object; a yes/no question, "Yes, please."; else "I leave that to you." Never the
+verdict. The tabletop console has only put_first_on_second, so its recovery API adds the benchmark's
+``pick`` and ``place``. Physical calls are time-limited (wall clock, per call and per plan). A robot
+function the console sandbox refuses as a forbidden built-in (the household ``open``) is called under an
+alias (:func:`console_aliases`); the live console has the same problem until its sandbox lets API names
+through. Pure Python, no ROS.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from teachbot.console._sandbox_worker import SandboxViolation, check_source
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
+from teachbot.console.issue_guard import IssueGuard
+from teachbot.console.registry import ApiFunction, RobotApi
+from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.console.tabletop_api import TabletopRobot
+from teachbot.errors import ErrorCode, TeachbotError
+from teachbot.raider.agent import CheckResult
+from teachbot.raider.cases import CaseWorlds, RaiderCase
+from teachbot.raider.precond import ACTIONS, parse_query
+from teachbot.raider.recovery import RecoveryPlanner
+from teachbot.raider.tools import normalise
+from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
+from teachbot.sim.household_world import HouseholdWorld
+from teachbot.sim.scene import TabletopConfig
+from teachbot.sim.world import TabletopWorld
+from teachbot.skills.household import HouseholdSkills
+from teachbot.skills.interfaces import CancelToken
+from teachbot.skills.library import SkillLibrary, SkillOutcome
+
+TELL_TYPES = ("IU1", "IU3", "IU4", "IU6")  # the robot cannot fix these; IA, IU2, IU5 (and IN) it can
+CALL_LIMIT = 60.0  # wall seconds per physical robot call
+PLAN_LIMIT = 180.0  # wall seconds of physical robot calls per plan
+HANDOVER_AFTER = 0.3  # seconds until the simulated person takes a handed-over object
+TABLETOP_ACTIONS = (
+    ApiFunction("pick", "(obj_name: str) -> str", "Pick up a block and hold it; returns 'success'."),
+    ApiFunction("place", "(obj_name: str, target: str | list[float]) -> str",
+                "Put down the held obj_name on the named object or position [x, y]; returns 'success'."),
+)
+PHYSICAL = {"household": (*SKILL_FUNCTIONS, "handover_object_to_human"), "tabletop": ("put_first_on_second", "pick", "place")}
+WORK_SURFACES = ("table", "counter", "workbench")
+YES_NO = re.compile(r"^\W*(should|shall|can|could|may|do|does|would|will|is|are|want)\b")
+
+
+@dataclass
+class RecoveryOutcome:
+    """How one case's recovery plan did: ``error`` is its error line ('' when it ran through)."""
+
+    case: str
+    plan: str = ""
+    ran: bool = False
+    error: str = ""
+    asked: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+    acted: list[str] = field(default_factory=list)
+    success: bool = False
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Goal:
+    """The original action as judged: ``args`` its grounded arguments, ``thing`` what ends up placed or
+    handed over ('' when unknown), ``named`` the arguments a retry would repeat (empty: any call)."""
+
+    action: str
+    args: tuple[str, ...]
+    thing: str
+    named: tuple[str, ...]
+
+
+def goal_of(case: RaiderCase) -> Goal:
+    """The case's action with its arguments from the ground truth (IA: the first candidate chosen)."""
+    action, parsed = parse_query(case.query, case.world, case.names())
+    if not action:
+        raise ValueError(f"case {case.id}: no action of the {case.world} robot in {case.query!r}")
+    n = ACTIONS[action].args
+    if case.issue_type == "IA":
+        known = set(case.names())
+        args = [*parsed[:n], *[""] * (n - len(parsed))]
+        slot = next((i for i, a in enumerate(args) if a not in known), 0)
+        args = [case.grounding[0] if i == slot else a for i, a in enumerate(args)] if n else [case.grounding[0]]
+    elif case.issue_type == "IU1":
+        args = parsed[:n]
+    else:
+        args = list(case.grounding[: max(n, 1)])
+    if action == "place_object":
+        thing = case.setup.held
+    elif action == "handover_object_to_human":
+        thing, args = (args[0] if args else case.setup.held), []
+    else:
+        thing = args[0] if args else ""
+    return Goal(action, tuple(args), thing, tuple(normalise(a) for a in args if a))
+
+
+def recovery_api(world: str) -> RobotApi:
+    """The API a recovery plan is written against: the console's, plus pick and place on the tabletop."""
+    api = RobotApi.load(world)
+    return api if world == "household" else RobotApi(api.profile, api.functions + TABLETOP_ACTIONS)
+
+
+def planner_for(planner: RecoveryPlanner, world: str) -> RecoveryPlanner:
+    """``planner``, or one with its model and ``world``'s recovery API when it was made for another."""
+    api = recovery_api(world)
+    return planner if planner.api.names == api.names else RecoveryPlanner(planner.model, api)
+
+
+class SimulatedPerson(DialogChannel):
+    """Answers ``ask()`` at once from the case's ground truth; ``said`` holds only ``say()`` texts."""
+
+    def __init__(self, case: RaiderCase, world: HouseholdWorld | TabletopWorld, goal: Goal) -> None:
+        super().__init__(timeout=1.0)
+        self.case, self.world, self.goal = case, world, goal
+        self.asked: list[str] = []
+
+    def ask(self, question: str) -> dict:
+        if not isinstance(question, str):
+            raise TypeError(f"ask() takes a string, got {type(question).__name__}")
+        self.asked.append(question)
+        self.put_user(self.answer(question))
+        return self.wait_for_trigger()
+
+    def answer(self, question: str) -> str:
+        q = question.lower()
+        if self.case.issue_type == "IA":
+            return f"The {self.case.grounding[0]}, please."
+        if re.search(r"\bwhere\b|\b(which|what) (place|spot|location)\b", q):
+            return f"Put it {self.free_place()}, please."
+        if re.search(r"\b(which|what)\b", q) and self.case.grounding:
+            return f"The {self.case.grounding[0]}, please."
+        return "Yes, please." if YES_NO.search(q) else "I leave that to you."
+
+    def free_place(self) -> str:
+        objects = self.world.objects()
+        if isinstance(self.world, HouseholdWorld):
+            free = [p for p in WORK_SURFACES if normalise(p) not in self.goal.named]
+            return "on the " + min(free, key=lambda p: (sum(o.place == p for o in objects), free.index(p)))
+        points = TabletopConfig.load().named_points
+        spread = {n: min((float(np.hypot(*(np.array(xy) - o.position[:2]))) for o in objects), default=1.0) for n, xy in points.items()}
+        return "at the " + max(points, key=lambda n: spread[n])
+
+
+class TimedSkills:
+    """The skill caller of the plan: each call cancelled past its wall-clock limit (CALL_LIMIT, and
+    PLAN_LIMIT for all of them); the person takes a handed-over object after HANDOVER_AFTER s."""
+
+    def __init__(self, library: SkillLibrary, call_limit: float = CALL_LIMIT, plan_limit: float = PLAN_LIMIT) -> None:
+        self.library, self.call_limit, self.left = library, call_limit, plan_limit
+
+    def call(self, name: str, timeout: float = 60.0, **fields: Any) -> SkillOutcome:
+        if name == "handover_object_to_human":
+            fields.setdefault("timeout", HANDOVER_AFTER)
+        limit = min(self.call_limit, timeout, self.left)
+        if limit <= 0:
+            return SkillOutcome(False, ErrorCode.TIMEOUT, f"{name}: the plan's time for robot motions is spent", 0.0)
+        start = time.monotonic()
+        token = CancelToken(poll=lambda: time.monotonic() - start > limit)
+        outcome = self.library.run(name, cancel=token, **fields)
+        self.left -= time.monotonic() - start
+        if not outcome.success and token.cancelled:
+            outcome = replace(outcome, code=ErrorCode.TIMEOUT, message=f"{name} ran past its time limit of {limit:.0f} s")
+        return outcome
+
+
+def console_aliases(api: RobotApi) -> dict[str, str]:
+    """API names the sandbox's policy refuses as built-ins (``open``), each with the alias the plan runs under."""
+    aliases = {}
+    for name in api.names:
+        try:
+            check_source(f"{name}('x')", api.names)
+        except SandboxViolation:
+            aliases[name] = f"robot_{name}"
+    return aliases
+
+
+def _aliased(code: str, aliases: dict[str, str]) -> str:
+    """``code`` calling the aliases (unchanged when it calls none)."""
+    tree = ast.parse(code)
+    hits = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in aliases]
+    for node in hits:
+        node.id = aliases[node.id]
+    return ast.unparse(tree) if hits else code
+
+
+def _target_fields(table: TabletopConfig, objects: Sequence[str], target: Any) -> dict[str, Any]:
+    if isinstance(target, str):
+        return {"target_point": list(table.named_points[target])} if target in table.named_points and target not in objects \
+            else {"target_name": target}
+    if isinstance(target, (list, tuple)) and len(target) >= 2:
+        return {"target_point": [float(target[0]), float(target[1])]}
+    raise ValueError("the target must be an object name, a corner/side name or [x, y]")
+
+
+def robot_functions(world: HouseholdWorld | TabletopWorld, person: SimulatedPerson,
+                    skills: TimedSkills) -> dict[str, Callable[..., Any]]:
+    """The console's robot functions over the direct skills of ``world`` (tabletop: with pick and place)."""
+    if isinstance(world, HouseholdWorld):
+        return HouseholdRobot(skills, world.object_names, world.thing_states, person, world.layout).functions()
+    table = TabletopConfig.load()
+    robot = TabletopRobot(skills, lambda: {o.name: o.position for o in world.objects()}, person, table)
+
+    def run(skill: str, **fields: Any) -> str:
+        result = skills.call(skill, **fields)
+        if not result.success:
+            raise RuntimeError(result.message)
+        return "success"
+
+    def pick(obj_name: str) -> str:
+        return run("pick", object_name=obj_name)
+
+    def place(obj_name: str, target: str | list[float]) -> str:
+        held = world.held_object()
+        if held != obj_name:
+            raise RuntimeError(f"the gripper holds {repr(held) if held else 'nothing'}, not {obj_name!r}; pick({obj_name!r}) first")
+        return run("place", **_target_fields(table, robot.get_obj_names(), target))
+
+    pick.__qualname__, place.__qualname__ = "pick", "place"  # as error lines name them
+    return robot.functions() | {"pick": pick, "place": place}
+
+
+def _skills(world: HouseholdWorld | TabletopWorld) -> SkillLibrary:
+    library: SkillLibrary = HouseholdSkills(world.profile, DirectArm(world), DirectBase(world), WorldHousehold(world), world.layout) \
+        if isinstance(world, HouseholdWorld) else SkillLibrary(world.profile, DirectArm(world), WorldObjects(world))
+    library.held = world.held_object()  # the case's setup put it in the hand
+    return library
+
+
+def _snapshot(world: HouseholdWorld | TabletopWorld) -> dict[str, Any]:
+    return {"where": {o.name: (getattr(o, "place", ""), o.supported_by) for o in world.objects()},
+            "states": world.thing_states() if isinstance(world, HouseholdWorld) else {}}
+
+
+def effect(goal: Goal, world: HouseholdWorld | TabletopWorld, before: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the original action's effect holds in ``world`` now, and why (or why not)."""
+    objects = {o.name: o for o in world.objects()}
+    held = world.held_object()
+    a, args = goal.action, goal.args
+    if a in ("grasp", "pick"):
+        return held == args[0], f"the hand holds {held or 'nothing'}" + ("" if held == args[0] else f", not {args[0]}")
+    if a in ("place", "put_first_on_second"):
+        o = objects.get(args[0])
+        ok = o is not None and not o.held and o.supported_by == args[1]
+        return ok, f"{args[0]} is {'on' if ok else 'not on'} {args[1]}"
+    if a in ("place_object", "handover_object_to_human"):
+        where = args[0] if a == "place_object" else next(p.name for p in world.layout.places.values() if p.hand is not None)
+        moved = [goal.thing] if goal.thing else [n for n, w in before["where"].items() if where not in w]
+        done = [n for n in moved if n in objects and not objects[n].held and where in (objects[n].place, objects[n].supported_by)]
+        return bool(done), f"{', '.join(done)} at the {where}" if done else f"{goal.thing or 'nothing new'} is not at the {where}"
+    states = world.thing_states().get(args[0], {})
+    flag, want = {"open": ("open", True), "close": ("open", False), "slice": ("sliced", True), "wipe": ("clean", True)}.get(
+        a, ("on", not before["states"].get(args[0], {}).get("on", False)))
+    ok = bool(states.get(flag, False)) == want
+    return ok, f"{args[0]}: {flag} is {bool(states.get(flag, False))}" + ("" if ok else f", wanted {want}")
+
+
+def judge(case: RaiderCase, goal: Goal, error: str, said: Sequence[str], calls: Sequence[tuple[str, tuple[Any, ...]]],
+          world: HouseholdWorld | TabletopWorld, before: dict[str, Any]) -> tuple[bool, str]:
+    """The per-issue-type rule of this module's docstring: (success, why)."""
+    if error:
+        return False, f"the plan failed: {error}"
+    if case.issue_type in TELL_TYPES:
+        retried = [f"{name}({', '.join(map(repr, args))})" for name, args in calls if name == goal.action
+                   and (not goal.named or tuple(normalise(str(x)) for x in args[: len(goal.named)]) == goal.named)]
+        if retried:
+            return False, f"the robot cannot do it ({case.issue_type}), yet the plan tried: {retried[0]}"
+        spoken = [s for s in said if s.strip()]
+        if not spoken:
+            return False, f"the robot cannot do it ({case.issue_type}) and the plan did not say() so"
+        return True, f"the robot said it cannot: {spoken[0]}"
+    return effect(goal, world, before)
+
+
+def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPlanner, worlds: CaseWorlds) -> RecoveryOutcome:
+    """Ask ``planner`` for the plan of ``case`` after ``result``; run it in the case's world; judge it."""
+    outcome = RecoveryOutcome(case.id)
+    try:
+        goal = goal_of(case)
+        outcome.plan = planner_for(planner, case.world).plan(case.query, result)
+    except (TeachbotError, ValueError) as exc:
+        outcome.error = line = f"{type(exc).__name__}: {exc}"
+        outcome.why = f"no plan: {line}"
+        return outcome
+    before = _snapshot(world := worlds.load(case))
+    person = SimulatedPerson(case, world, goal)
+    library = _skills(world)
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def recording(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, (*args, *kwargs.values())))
+            outcome.acted.append(f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])}) -> failed")
+            value = fn(*args, **kwargs)  # a failure leaves the call marked failed
+            outcome.acted[-1] = outcome.acted[-1].removesuffix(" -> failed")
+            return value
+        return call
+
+    try:
+        functions = robot_functions(world, person, TimedSkills(library))
+        functions = {n: recording(n, f) if n in PHYSICAL[case.world] else f for n, f in functions.items()}
+        functions["check_action"] = IssueGuard(None).check_action
+        api = recovery_api(case.world)
+        bound, aliases = api.bind(functions), console_aliases(api)
+        bound |= {alias: bound[name] for name, alias in aliases.items()}
+        with SandboxExecutor(bound, SandboxLimits()) as sandbox:
+            run = sandbox.run(_aliased(outcome.plan, aliases))
+    finally:
+        library.kin.close()
+    outcome.ran, outcome.error = run.error is None, run.error or ""
+    outcome.asked, outcome.said = list(person.asked), list(person.said)
+    outcome.success, outcome.why = judge(case, goal, outcome.error, person.said, calls, world, before)
+    return outcome
+
+
+def recovery_rate(outcomes: Sequence[RecoveryOutcome]) -> float | None:
+    """Percent of the outcomes that succeeded; None when there are none."""
+    return 100.0 * sum(o.success for o in outcomes) / len(outcomes) if outcomes else None
