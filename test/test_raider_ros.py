@@ -67,19 +67,22 @@ def test_the_service_uses_each_worlds_reach():
     from teachbot.perception.pipeline import Perception
     from teachbot.raider.config import RaiderConfig
     from teachbot.raider.tools import Reach
+    from teachbot.robot_profile import RobotProfile
 
     config = RaiderConfig(reach={"tabletop": 0.5, "household": 0.7})
     table = SimpleNamespace(create_service=lambda *a, **k: None, household=None,
                             queries=Perception(PerceptionConfig.load("perception")).queries)
     service = GroundedToolsService(table, config=config)
-    assert service.tools().reach == Reach(0.5) and service.tools().layout is None
+    reach = service.tools().reach  # the radius of config, the workspace of the tabletop's robot profile
+    assert (reach.radius, reach.mobile, reach.workspace[2]) == (0.5, False, (0.0, 0.5)) and service.tools().layout is None
     assert service.answer("robot_holding", []) == (True, "The robot's hand is empty: it holds nothing.")
     ok, message = service.answer("get_obj_state", ["cup"])
     assert not ok and "no object or place called 'cup'" in message
     household = HouseholdPerception(PerceptionConfig.load("perception_household"))
     house = SimpleNamespace(create_service=lambda *a, **k: None, household=household, queries=household.queries)
     tools = GroundedToolsService(house, config=config).tools()
-    assert tools.reach == Reach(0.7, mobile=True) and tools.layout is household.layout
+    assert (tools.reach.radius, tools.reach.mobile) == (0.7, True) and tools.layout is household.layout
+    assert tools.reach.workspace == Reach.for_robot(RobotProfile.load("household_sim"), 0.7).workspace
 
 
 def test_missing_servers_say_what_to_start(ros_context):

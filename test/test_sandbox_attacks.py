@@ -299,3 +299,26 @@ def test_parent_survives_a_hostile_worker(tmp_path: Path, monkeypatch: pytest.Mo
         assert result.error_type in ("Killed", "Timeout") and result.error.endswith("robot motions were cancelled")
         ex._worker.close()
         assert ex.run("1 + 1") == RunResult(outputs=["2"])
+
+
+def test_an_api_function_named_like_a_forbidden_builtin_is_the_robots() -> None:
+    """The household API's open() drives the fridge door; it never reaches the file system, and without
+    such an API function open() stays forbidden."""
+    calls: list[tuple] = []
+
+    def robot_open(thing: str) -> str:
+        calls.append(("open", thing))
+        if thing != "fridge":
+            raise ValueError(f"{thing!r} has no door or drawer")
+        return "success"
+
+    with SandboxExecutor({"open": robot_open}, SandboxLimits()) as ex:
+        assert ex.run("open('fridge')").error is None
+        run = ex.run(f"open('{SENTINEL}', 'w')")
+        assert run.error_type == "TypeError"  # the robot's open takes one argument: no file was touched
+        run = ex.run("open('/etc/passwd')")
+        assert run.error == "ValueError: '/etc/passwd' has no door or drawer"
+        assert ex.run("open = 3").error_type == "SandboxViolation"  # still not rebindable
+    assert calls == [("open", "fridge"), ("open", "/etc/passwd")] and not Path(SENTINEL).exists()
+    with SandboxExecutor({}, SandboxLimits()) as ex:
+        assert ex.run("open('fridge')").error_type == "SandboxViolation"

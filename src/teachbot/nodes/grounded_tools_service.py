@@ -17,7 +17,7 @@ from teachbot_interfaces.srv import GroundedTool
 
 from teachbot.errors import ConfigError
 from teachbot.raider.config import RaiderConfig
-from teachbot.raider.tools import GroundedTools, Reach, ToolError
+from teachbot.raider.tools import GroundedTools, ToolError
 
 SERVICE = "perception/grounded_tool"
 
@@ -43,10 +43,9 @@ class GroundedToolsService:
         """The six tools over the node's scene as it is now."""
         node: Any = self.node
         household = getattr(node, "household", None)
-        reach = self.config().reach
         if household is not None:
-            return GroundedTools(node.queries, Reach(reach.get("household", Reach.radius), mobile=True), layout=household.layout)
-        return GroundedTools(node.queries, Reach(reach.get("tabletop", Reach.radius)))
+            return GroundedTools(node.queries, self.config().reach_for("household"), layout=household.layout)
+        return GroundedTools(node.queries, self.config().reach_for("tabletop"))
 
     def answer(self, tool: str, args: list[str]) -> tuple[bool, str]:
         """(success, the tool's answer or the error)."""

@@ -300,14 +300,14 @@ class CaseWorlds:
     def tools_for(self, case: RaiderCase) -> GroundedTools:
         """The grounded tools over a fresh scene model of the case's world after its setup."""
         world = self.load(case)
-        reach = self.config.reach.get(case.world, Reach.radius)
+        reach = Reach.for_robot(world.profile, self.config.reach.get(case.world, Reach.radius))  # the skills' workspace too
         if isinstance(world, HouseholdWorld):
             perception = HouseholdPerception(self._perception_configs["household"], world.layout, world.catalog)
             perceive_household(world, perception)
-            return GroundedTools(perception.queries, Reach(reach, mobile=True), layout=perception.layout)
+            return GroundedTools(perception.queries, reach, layout=perception.layout)
         tabletop = Perception(self._perception_configs["tabletop"], detector=make_detector("sim_ground_truth"))
         perceive_tabletop(world, tabletop)
-        return GroundedTools(tabletop.queries, Reach(reach))
+        return GroundedTools(tabletop.queries, reach)
 
     # ------------------------------------------------------------------ setup helpers
     @staticmethod

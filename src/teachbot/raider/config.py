@@ -28,6 +28,7 @@ class RaiderConfig:
     max_turns: int = 12
     max_tokens: int = 400
     reach: Mapping[str, float] = field(default_factory=lambda: {"tabletop": 0.85, "household": 0.85})
+    robots: Mapping[str, str] = field(default_factory=lambda: {"tabletop": "panda_sim", "household": "household_sim"})
     guard: Mapping[str, str] = field(default_factory=dict)
     guarded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str = "config/raider.yaml"
@@ -60,6 +61,7 @@ class RaiderConfig:
         values["guard"] = {str(k): "off" if v is False else str(v) for k, v in (r.get("guard") or {}).items()}
         values["guarded"] = {str(k): tuple(str(f) for f in v or ()) for k, v in (r.get("guarded") or {}).items()}
         values["reach"] = {str(k): float(v) for k, v in (r.get("reach") or {}).items()}
+        values["robots"] = {str(k): str(v) for k, v in (r.get("robots") or {"tabletop": "panda_sim", "household": "household_sim"}).items()}
         values["tool_calling_by_model"] = dict(r.get("tool_calling_by_model") or {})
         try:
             return cls(**values, source=source)
@@ -72,6 +74,15 @@ class RaiderConfig:
             if fnmatch.fnmatch(model_name, pattern):
                 return mode
         return self.tool_calling
+
+    def reach_for(self, world: str) -> Any:
+        """The grounded tools' Reach in ``world``: the radius here, the workspace of the robot profile named in ``robots``."""
+        from teachbot.raider.tools import Reach
+        from teachbot.robot_profile import RobotProfile
+
+        radius = self.reach.get(world, Reach.radius)
+        name = self.robots.get(world)
+        return Reach.for_robot(RobotProfile.load(name), radius) if name else Reach(radius, mobile=world == "household")
 
     def guard_mode(self, profile: str) -> str:
         return self.guard.get(profile, "off")

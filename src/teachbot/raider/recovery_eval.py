@@ -24,15 +24,12 @@ Either way a plan that raises is a failure with its error line. The person: for 
 workbench with the fewest things; tabletop: the named point farthest from every object); asked which
 or what, the grounded object; a yes/no question, "Yes, please."; else "I leave that to you." Never the
 verdict. The tabletop console has only put_first_on_second, so its recovery API adds the benchmark's
-``pick`` and ``place``. Physical calls are time-limited (wall clock, per call and per plan). A robot
-function the console sandbox refuses as a forbidden built-in (the household ``open``) is called under an
-alias (:func:`console_aliases`); the live console has the same problem until its sandbox lets API names
-through. Pure Python, no ROS.
+``pick`` and ``place``. Physical calls are time-limited (wall clock, per call and per plan). Pure Python,
+no ROS.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console._sandbox_worker import SandboxViolation, check_source
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
@@ -195,26 +191,6 @@ class TimedSkills:
         return outcome
 
 
-def console_aliases(api: RobotApi) -> dict[str, str]:
-    """API names the sandbox's policy refuses as built-ins (``open``), each with the alias the plan runs under."""
-    aliases = {}
-    for name in api.names:
-        try:
-            check_source(f"{name}('x')", api.names)
-        except SandboxViolation:
-            aliases[name] = f"robot_{name}"
-    return aliases
-
-
-def _aliased(code: str, aliases: dict[str, str]) -> str:
-    """``code`` calling the aliases (unchanged when it calls none)."""
-    tree = ast.parse(code)
-    hits = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in aliases]
-    for node in hits:
-        node.id = aliases[node.id]
-    return ast.unparse(tree) if hits else code
-
-
 def _target_fields(table: TabletopConfig, objects: Sequence[str], target: Any) -> dict[str, Any]:
     if isinstance(target, str):
         return {"target_point": list(table.named_points[target])} if target in table.named_points and target not in objects \
@@ -332,10 +308,8 @@ def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPl
         functions = {n: recording(n, f) if n in PHYSICAL[case.world] else f for n, f in functions.items()}
         functions["check_action"] = IssueGuard(None).check_action
         api = recovery_api(case.world)
-        bound, aliases = api.bind(functions), console_aliases(api)
-        bound |= {alias: bound[name] for name, alias in aliases.items()}
-        with SandboxExecutor(bound, SandboxLimits()) as sandbox:
-            run = sandbox.run(_aliased(outcome.plan, aliases))
+        with SandboxExecutor(api.bind(functions), SandboxLimits()) as sandbox:
+            run = sandbox.run(outcome.plan)
     finally:
         library.kin.close()
     outcome.ran, outcome.error = run.error is None, run.error or ""

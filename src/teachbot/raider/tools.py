@@ -43,12 +43,36 @@ class ToolError(TeachbotError):
     """A tool call that could not be answered (unknown or ambiguous name, bad relationship)."""
 
 
+Box = tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
+AXES = ("x", "y", "z")
+
+
 @dataclass(frozen=True)
 class Reach:
-    """How far the arm reaches from its base; a mobile robot can first drive to a place's location."""
+    """How far the arm reaches from its base, and the box (in the arm's frame) its skills accept; a
+    mobile robot can first drive to a place's location."""
 
     radius: float = 0.85  # metres from the arm's base (the Panda's reach)
     mobile: bool = False
+    workspace: Box | None = None  # the robot profile's safety workspace, arm frame; None: the radius alone
+
+    @classmethod
+    def for_robot(cls, profile: Any, radius: float) -> Reach:
+        """The reach of a robot profile (teachbot.robot_profile.RobotProfile): its workspace, mobile in a house."""
+        box = tuple(tuple(float(v) for v in profile.safety.workspace[a]) for a in AXES)
+        return cls(radius, mobile=profile.world == "household", workspace=box)  # type: ignore[arg-type]
+
+    def outside(self, local: np.ndarray) -> str:
+        """'' when a point in the arm's frame is inside the workspace, else what is wrong ('too high ...')."""
+        if self.workspace is None:
+            return ""
+        words = {"x": ("too close to the arm's base", "too far ahead"), "y": ("too far to the right", "too far to the left"),
+                 "z": ("too low", "too high")}
+        for axis, value, (lo, hi) in zip(AXES, local, self.workspace, strict=True):
+            if value < lo or value > hi:
+                low, high = words[axis]
+                return f"{low if value < lo else high} ({axis} {value:.2f} m in the arm's frame, allowed {lo:g} to {hi:g})"
+        return ""
 
 
 def normalise(name: str) -> str:
@@ -143,20 +167,24 @@ class GroundedTools:
 
     def dist_to_target(self, target: str) -> str:
         name = self.resolve(target)
-        here = self.queries.distance_to_robot(name)
+        base, yaw = self.queries.robot_frame()
+        here, wrong = self._reach_from(name, base, yaw)
         reach = self.reach.radius
         text = f"{name} is {here:.2f} m from the arm's base"
-        if here <= reach:
+        if here <= reach and not wrong:
             return f"{text}: within the arm's reach ({reach:.2f} m)."
-        text += f": out of the arm's reach ({reach:.2f} m) from where the robot stands"
+        why = f"outside the arm's workspace: {wrong}" if here <= reach else f"out of the arm's reach ({reach:.2f} m)"
+        text += f": {why} from where the robot stands"
         if not self.reach.mobile or self.layout is None:
             return text + "."
         place = name if name in self._places() else self._place_of(name)
         if not place or place not in self.layout.places:
             return text + "; it rests on no place the robot can drive to."
-        there = self._distance_from(place, name)
-        verdict = "within" if there <= reach else "still out of"
-        return f"{text}; after move_to('{place}') it would be {there:.2f} m away: {verdict} reach."
+        there, wrong = self._reach_from(name, *self._stance(place))
+        if there <= reach and not wrong:
+            return f"{text}; after move_to('{place}') it would be {there:.2f} m away: within reach."
+        why = f"still outside the arm's workspace: {wrong}" if there <= reach else "still out of reach"
+        return f"{text}; after move_to('{place}') it would be {there:.2f} m away: {why}."
 
     def _place_of(self, name: str) -> str:
         support = name
@@ -166,17 +194,27 @@ class GroundedTools:
                 return support
         return ""
 
-    def _distance_from(self, place: str, name: str) -> float:
-        """Distance from the arm's base to ``name`` with the base standing at ``place``'s location."""
+    def _stance(self, place: str) -> tuple[np.ndarray, float]:
+        """The arm's base and heading with the base standing at ``place``'s location."""
         assert self.layout is not None
         x, y, yaw = self.layout.location_pose(place)
         m = np.asarray(self.queries.rel.robot_base, float)
         c, s = math.cos(yaw), math.sin(yaw)
-        arm = np.array([x + c * m[0] - s * m[1], y + s * m[0] + c * m[1], m[2]])
+        return np.array([x + c * m[0] - s * m[1], y + s * m[0] + c * m[1], m[2]]), yaw
+
+    def _reach_from(self, name: str, arm: np.ndarray, yaw: float) -> tuple[float, str]:
+        """Distance from the arm's base at ``arm`` (heading ``yaw``) to ``name``, and why the skills' workspace
+        excludes the top of it, where grasps of tall things and presses go ('' when it does not; a place
+        counts by its nearest edge and has no workspace check)."""
         fixture = self.queries.fixtures().get(name)
         if fixture is not None:
-            return max(fixture.edge_distance(arm), 0.0)
-        return float(np.linalg.norm(self.queries.object(name).position - arm))
+            return max(fixture.edge_distance(arm), 0.0), ""
+        obj = self.queries.object(name)
+        d = obj.position - arm
+        top = d + np.array([0.0, 0.0, self.queries.body(name).top - float(obj.position[2])])  # where the hand goes
+        c, s = math.cos(yaw), math.sin(yaw)
+        local = np.array([c * top[0] + s * top[1], -s * top[0] + c * top[1], top[2]])
+        return float(np.linalg.norm(d)), self.reach.outside(local)
 
     def get_obj_state(self, obj: str) -> str:
         name = self.resolve(obj)
