@@ -266,9 +266,49 @@ def scenario_one_check_at_a_time_and_cancel(household, probe):
     assert IssueDetectionClient(probe.node, timeout=30.0).check("grasp(milk)").final_response == "unfeasibility"
 
 
+def scenario_the_console_checks_before_it_acts(household, probe):
+    """The interaction manager in block mode: grasp('milk') with the fridge closed becomes the statement's
+    ActionIssue line and the arm does not move; check_action() answers the console through the node."""
+    from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
+
+    from teachbot.llm.scripted import ScriptedModel
+    from teachbot.nodes.common import COMMAND_QOS
+    from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, InteractionManagerNode
+
+    model = ScriptedModel(["grasp('milk')", "check_action(\"grasp('apple')\")", "wait_for_trigger()"])
+    console = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), api_profile="household",
+                                     issue_guard="block", dialog_timeout=60.0)
+    lines: list[str] = []
+    probe.node.create_subscription(TranscriptUpdate, "interaction/transcript", lambda m: lines.extend(m.lines), TRANSCRIPT_QOS)
+    speak = probe.node.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
+    household.add_node(console)
+    sim = household.node("sim")
+    try:
+        deadline = time.monotonic() + 60.0
+        while ">>> wait_for_trigger()" not in lines or len(lines) < 1:
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+        speak.publish(DialogTurn(speaker="user", type="dialog", text="bring me the milk"))
+        while not any(line.startswith("{'final_response'") for line in lines):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+        error = lines[lines.index(">>> grasp('milk')") + 1]
+        assert error.startswith("ActionIssue: unfeasibility:") and "closed" in error, lines
+        with sim.lock:
+            assert sim.world.held_object() == "" and sim.world.thing_states()["fridge"]["open"] is False
+        answer = lines[lines.index(">>> check_action(\"grasp('apple')\")") + 1]
+        assert answer.startswith("{'final_response': 'none'"), lines
+    finally:
+        console.close()
+        household.nodes.remove(console)
+        household._executor.remove_node(console)
+        console.destroy_node()
+
+
 SCENARIOS = (scenario_perception_serves_the_six_tools,
              scenario_a_check_streams_its_tool_calls_and_finds_the_closed_fridge,
-             scenario_one_check_at_a_time_and_cancel)
+             scenario_one_check_at_a_time_and_cancel,
+             scenario_the_console_checks_before_it_acts)
 
 
 if __name__ == "__main__":

@@ -93,8 +93,8 @@ class InteractionManagerNode(Node):
         # check_action() and the guard before physical functions: the issue_detection node (config/raider.yaml)
         raider = RaiderConfig.load()
         self.issue_client = IssueDetectionClient(self, timeout=raider.time_limit + 10.0)
-        self.guard = IssueGuard(self.issue_client, raider.guard_mode(api.profile), raider.guarded.get(api.profile, ()),
-                                log=self.get_logger().info)
+        guard_mode = str(cfg.get("issue_guard") or raider.guard_mode(api.profile))  # a keyword override, else raider.yaml
+        self.guard = IssueGuard(self.issue_client, guard_mode, raider.guarded.get(api.profile, ()), log=self.get_logger().info)
         implementations = self.guard.wrap({**implementations, "check_action": self.guard.check_action})
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
