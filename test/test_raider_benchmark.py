@@ -130,3 +130,25 @@ def test_visual_obs_reads_the_whole_scene_description():
         result = checker.check(case.query)
     assert result.final_response == "unfeasibility" and " is on top of " in result.explanation and result.turns == 1
     assert not result.tool_calls  # no tools: the description is all it has
+
+
+def test_the_llm_judge_grades_explanations():
+    from teachbot.llm.scripted import ScriptedModel
+    from teachbot.raider.judge import ExplanationJudge
+
+    def grader(prompt: str) -> str:  # decides from the truth and the explanation in the prompt
+        facts = re.search(r"the facts that\ndecide it: (.*)\.\n", prompt).group(1)
+        explanation = re.search(r"The robot's explanation: (.*)", prompt).group(1)
+        first = re.findall(r"'([^']*)'", facts.split(";")[0])
+        return json.dumps({"correct": any(f.lower() in explanation.lower() for f in first), "reason": "compared"})
+
+    judge = ExplanationJudge(ScriptedModel(respond=grader, stop=()))
+    case = next(c for c in load_cases() if c.issue_type == "IU5")
+    good = CheckResult(case.query, case.expected, " and ".join(f[0] for f in case.facts), list(case.grounding))
+    assert judge.grade(case, good) is True
+    assert judge.grade(case, CheckResult(case.query, case.expected, "something else entirely")) is False
+    assert judge.grade(case, CheckResult(case.query, "none", good.explanation)) is False  # wrong verdict: no call
+    assert ExplanationJudge(ScriptedModel(["I think so."], stop=())).grade(case, good) is None  # unreadable: no grade
+    scores = run_cases([case], checker_factory("precond"), judge=judge)
+    summary = summarise(scores)
+    assert summary["overall"]["judged_n"] == 1 and summary["overall"]["expl_judge"] in (0.0, 100.0)

@@ -31,6 +31,8 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
     p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    p.add_argument("--judge", action="store_true",
+                   help="also grade each explanation with an LLM judge (the issue_detection role's model)")
     p.add_argument("--recovery", action="store_true",
                    help="Recov_Plan: run the recovery plan of each right issue verdict in the case's world (needs a model: "
                         "the issue_detection role's, also with --method precond)")
@@ -61,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
     if args.tool_calling:
         config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
     model = None
-    if args.method == "precond" and args.recovery and not (args.llm_base_url or args.llm_model or args.llm_config):
-        raise ConfigError("--recovery needs a model for the recovery plans; give --llm-base-url and --llm-model (or --llm-config)")
-    if args.method != "precond" or args.recovery:
+    extras = args.recovery or args.judge
+    if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config):
+        raise ConfigError("--recovery and --judge need a model; give --llm-base-url and --llm-model (or --llm-config)")
+    if args.method != "precond" or extras:
         from teachbot.llm.factory import model_from_config
 
         raw = _llm(args)
@@ -75,18 +78,25 @@ def run(args: argparse.Namespace) -> int:
         from teachbot.raider.recovery_eval import recovery_api
 
         recover = RecoveryPlanner(model, recovery_api("household"))  # the tabletop cases get the tabletop API
+    judge = None
+    if args.judge:
+        from teachbot.raider.judge import ExplanationJudge
+
+        judge = ExplanationJudge(model)
     bar = None
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
 
         bar = tqdm(total=len(cases), unit="case", desc=args.method)
     scores = run_cases(cases, checker_factory(args.method, model, config), out,
-                       progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover)
+                       progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover, judge=judge)
     if bar is not None:
         bar.close()
     summary = write_outputs(scores, out, args.method)
     o = summary["overall"]
     recovered = f", Recov_Plan {o['recov_plan']:.1f} % of {o['recov_n']}" if o.get("recov_plan") is not None else ""
+    if o.get("expl_judge") is not None:
+        recovered += f", Expl by the judge {o['expl_judge']:.1f} % of {o['judged_n']}"
     print(f"{args.method}: {o['n']} cases, Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
           f"{o['time']:.3f} s per check{recovered}\nreport: {out / 'report.md'}", flush=True)
     return 0

@@ -24,6 +24,7 @@ from teachbot.llm.base import SYSTEM_END, LLMError, Model
 from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_json
 from teachbot.raider.cases import CaseWorlds, RaiderCase, fact_score
 from teachbot.raider.config import RaiderConfig
+from teachbot.raider.judge import ExplanationJudge
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.recovery_eval import evaluate_recovery
@@ -58,6 +59,7 @@ class CaseScore:
     warnings: int
     stopped: str
     recov_plan: bool | None = None
+    expl_judge: bool | None = None  # the LLM judge's grade of the explanation (None: not judged)
 
 
 def grounded_right(case: RaiderCase, grounding: Iterable[str], known: Iterable[str]) -> bool:
@@ -138,9 +140,11 @@ def checker_factory(method: str, model: Model | None = None, config: RaiderConfi
 
 
 def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | None = None,
-              progress: Callable[[CaseScore], None] | None = None, recover: RecoveryPlanner | None = None) -> list[CaseScore]:
+              progress: Callable[[CaseScore], None] | None = None, recover: RecoveryPlanner | None = None,
+              judge: ExplanationJudge | None = None) -> list[CaseScore]:
     """Check every case in its simulated world; with ``out``, append each score to results.jsonl. With
-    ``recover``, run the recovery plan of each case whose issue verdict is right (recovery.jsonl)."""
+    ``recover``, run the recovery plan of each case whose issue verdict is right (recovery.jsonl); with
+    ``judge``, grade each explanation by the LLM judge too."""
     scores = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -154,6 +158,8 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
             except ToolError as exc:  # a checker that cannot even start counts as no verdict
                 result = CheckResult(case.query, "", str(exc), stopped="error")
             s = score(case, result, known)
+            if judge is not None:
+                s = replace(s, expl_judge=judge.grade(case, result))
             if recover is not None and s.det and result.issue:
                 outcome = evaluate_recovery(case, result, recover, worlds)
                 s = replace(s, recov_plan=outcome.success)
@@ -177,7 +183,9 @@ def summarise(scores: Sequence[CaseScore]) -> dict[str, Any]:
         if not n:
             return {"n": 0}
         recovered = [s.recov_plan for s in group if s.recov_plan is not None]
-        return {"n": n, "grnd": 100.0 * sum(s.grnd for s in group) / n, "det": 100.0 * sum(s.det for s in group) / n,
+        judged = [s.expl_judge for s in group if s.expl_judge is not None]
+        return {"judged_n": len(judged), "expl_judge": 100.0 * sum(judged) / len(judged) if judged else None,
+                "n": n, "grnd": 100.0 * sum(s.grnd for s in group) / n, "det": 100.0 * sum(s.det for s in group) / n,
                 "expl": 100.0 * sum(s.expl for s in group) / n, "time": sum(s.time for s in group) / n,
                 "recov_n": len(recovered), "recov_plan": 100.0 * sum(recovered) / len(recovered) if recovered else None}
 
@@ -196,15 +204,18 @@ def report_markdown(summary: dict[str, Any], method: str) -> str:
 
     o = summary["overall"]
     recovered = f" Recov_Plan {recov(o)} % of {o['recov_n']} right issue verdicts." if o.get("recov_n") else ""
+    if o.get("judged_n"):
+        recovered += f" Expl by the LLM judge {o['expl_judge']:.1f} % of {o['judged_n']} graded."
     lines = [f"# Issue detection: {method}", "",
              f"{o['n']} cases. Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
              f"mean time {o['time']:.3f} s per check.{recovered}", "",
-             "| issue type | n | Grnd % | Det % | Expl % | Time s | Recov_Plan % | RAIDER paper Expl % |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| issue type | n | Grnd % | Det % | Expl % | Expl judge % | Time s | Recov_Plan % | RAIDER paper Expl % |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for kind in ISSUE_TYPES:
         r = summary["issue_type"].get(kind)
         if r:
-            lines.append(f"| {kind} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} | {r['time']:.3f} | "
+            judged = "-" if r.get("expl_judge") is None else f"{r['expl_judge']:.1f}"
+            lines.append(f"| {kind} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} | {judged} | {r['time']:.3f} | "
                          f"{recov(r)} | {PAPER[kind]:.1f} |")
     for key, title in (("abstraction", "abstraction"), ("world", "world"), ("form", "query form")):
         lines += ["", f"| {title} | n | Grnd % | Det % | Expl % |", "|---|---|---|---|---|"]
@@ -212,6 +223,7 @@ def report_markdown(summary: dict[str, Any], method: str) -> str:
             lines.append(f"| {value} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} |")
     lines += ["", "Grnd: the grounded objects are exactly the expected ones. Det: the verdict (ambiguity, unfeasibility, "
               "none) is right. Expl: the verdict is right and the explanation names every key fact of the case. "
+              "Expl judge (- when not run): the verdict is right and the LLM judge finds the explanation gives the true reason. "
               "Recov_Plan (- when not run): of the right issue verdicts, the share whose recovery plan works in the case's "
               "world (the action then succeeds, or the robot rightly says it cannot). "
               "The paper's figures are GPT-4o on its AI2-THOR dataset, for orientation only."]
