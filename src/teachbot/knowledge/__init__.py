@@ -1,0 +1,22 @@
+"""Distilled knowledge from corrections (DROC): entries, their durable store, visual descriptors and retrieval.
+
+Pure Python, no ROS. A ``KnowledgeEntry`` is one short reusable fact (a task or robot constraint, a
+preference, a skill parameter, an object's information or state); ``KnowledgeStore`` keeps them one
+JSON file each with the example store's guarantees; ``KnowledgeRetriever`` picks those a new task needs,
+by task similarity and by how alike the object at hand looks; ``render`` writes the "What I know" block.
+"""
+
+from teachbot.knowledge.entry import DEFAULT_SCOPE, KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance, UnknownEntryError
+from teachbot.knowledge.store import KnowledgeImportReport, KnowledgeStore
+
+__all__ = [
+    "DEFAULT_SCOPE",
+    "KINDS",
+    "SCOPES",
+    "KnowledgeEntry",
+    "KnowledgeError",
+    "KnowledgeImportReport",
+    "KnowledgeStore",
+    "Provenance",
+    "UnknownEntryError",
+]
