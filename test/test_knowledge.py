@@ -5,6 +5,7 @@ optional LLM selection, and ``teachbot memory knowledge``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -15,18 +16,28 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from teachbot.errors import ConfigError, InvalidArgumentError
 from teachbot.knowledge import (
     KINDS,
+    ColourDepthDescriptor,
+    KnowledgeConfig,
     KnowledgeEntry,
     KnowledgeError,
+    KnowledgeRetriever,
     KnowledgeStore,
     Provenance,
     UnknownEntryError,
+    crop_object,
+    describe,
+    render,
+    similarity,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,11 +100,14 @@ def test_invalid_entries_name_the_field(data: dict, field: str) -> None:
 # ---------------------------------------------------------------------------------------------- store
 def test_store_add_get_list_remove(tmp_path: Path) -> None:
     store = KnowledgeStore(tmp_path / "knowledge")
-    first = store.add(KnowledgeEntry(**GRASP_CUPS))
+    first = store.add(KnowledgeEntry(id="cups", **GRASP_CUPS))
     second = store.add(entry("object_state", "The top drawer is locked.", "drawer", object="top drawer", task="open the drawer"))
     third = store.add(entry("robot_constraint", "The arm cannot reach the top shelf.", "reach"))
     got = store.get(first)
-    assert len(first) == 32 and got.provenance.created[:4].isdigit() and got.provenance.episode_id == "ep-3"
+    assert got.provenance.created[:4].isdigit() and got.provenance.episode_id == "ep-3"
+    generated = store.add(entry(text="A generated id."))
+    assert len(generated) == 32 and store.get(generated).text == "A generated id."
+    store.remove(generated)
     reopened = KnowledgeStore(tmp_path / "knowledge")  # what another process sees
     assert reopened.get(first) == got and len(reopened) == 3 and second in reopened
     assert [e.id for e in reopened.list()] == [first, second, third]  # oldest first
@@ -110,12 +124,12 @@ def test_store_add_get_list_remove(tmp_path: Path) -> None:
         store.get(second)
     with pytest.raises(UnknownEntryError):
         store.remove(second)
-    assert sorted(p.name for p in (tmp_path / "knowledge").iterdir()) == [".lock", f"{first}.json", "reach.json"]
+    assert sorted(p.name for p in (tmp_path / "knowledge").iterdir()) == [".lock", "cups.json", "reach.json"]
 
 
 def test_export_import_skips_duplicates_and_reports_bad_lines(tmp_path: Path) -> None:
     source = KnowledgeStore(tmp_path / "a")
-    ids = [source.add(entry("constraint", f"Rule {i}.", task=f"task {i}")) for i in range(4)]
+    ids = [source.add(entry("constraint", f"Rule {i}.", f"r{i}", task=f"task {i}")) for i in range(4)]  # (ids sort as made)
     export = tmp_path / "out" / "knowledge.jsonl"
     assert source.export_jsonl(export) == 4 and source.export_jsonl(tmp_path / "one.jsonl", task="task 2") == 1
     target = KnowledgeStore(tmp_path / "b")
@@ -240,3 +254,256 @@ def test_kill_9_mid_write_leaves_no_partial_entry(tmp_path: Path, caplog: pytest
         _check(item)
     assert "unreadable entry" not in caplog.text
     assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]  # partial temps moved aside, never loaded
+
+
+# ---------------------------------------------------------------------------------------------- retrieval
+class BagOfWords:
+    """A deterministic stand-in sentence embedder: hashed counts of content words (texts sharing them are similar)."""
+
+    name = "bag-of-words-64"
+    stop_words = frozenset(["a", "an", "the", "on", "in", "of", "to", "me", "my", "it", "is", "are", "and", "than"])
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += texts
+        rows = np.zeros((len(texts), 64), dtype=np.float32)
+        for row, text in zip(rows, texts):
+            for word in set(text.lower().replace(".", " ").split()) - self.stop_words:
+                row[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little") % 64] += 1.0
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms > 0, norms, 1.0)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from teachbot.memory import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()  # the bundled all-MiniLM-L6-v2, offline (as test_memory_retrieval does)
+    embedder.warm_up()  # ~5-8 s once per module
+    return embedder
+
+
+def knowledge_base(directory: Path) -> KnowledgeStore:
+    store = KnowledgeStore(directory)
+    store.add(entry("preference", "The person wants things handed over on the left.", "left-handed"))
+    store.add(entry("robot_constraint", "The gripper cannot hold things heavier than 1 kg.", "payload"))
+    store.add(KnowledgeEntry(id="grasp-cups", **GRASP_CUPS))
+    store.add(entry("constraint", "Press the block down gently before letting go.", "press", task="stack the red block on the green block"))
+    store.add(entry("object_state", "The top drawer is locked.", "drawer", object="top drawer", task="open the top drawer"))
+    return store
+
+
+def ids(found) -> list[str]:
+    return [r.entry.id for r in found]
+
+
+def test_always_scoped_entries_always_come_back(tmp_path: Path) -> None:
+    retriever = KnowledgeRetriever(knowledge_base(tmp_path / "k"), BagOfWords())
+    for task in ("put the cup on the shelf", "tell me a joke", ""):
+        found = retriever.retrieve(task)
+        assert ids(found)[:2] == ["left-handed", "payload"] and {r.reason for r in found[:2]} == {"always"}
+    assert ids(retriever.retrieve("tell me a joke")) == ["left-handed", "payload"]
+    assert ids(retriever.retrieve("put the cup on the shelf"))[2:] == ["grasp-cups"]
+    # an object named in the request brings that object's entries even when the words differ
+    assert ids(retriever.retrieve("fetch a spoon", object_name="the top drawer"))[2:] == ["drawer"]
+    assert ids(retriever.retrieve("fetch a spoon", object_name="drawer"))[2:] == []  # "top drawer" is more specific
+
+
+def test_task_entries_by_sentence_similarity_with_minilm(tmp_path: Path, minilm) -> None:
+    store = knowledge_base(tmp_path / "k")
+    retriever = KnowledgeRetriever(store, minilm, config=KnowledgeConfig.load())
+    started = time.perf_counter()
+    mug = retriever.retrieve("place the mug on the top shelf")
+    assert ids(mug) == ["left-handed", "payload", "grasp-cups"] and mug[2].reason == "task" and mug[2].text_score > 0.7
+    assert ids(retriever.retrieve("stack the blue block on the yellow block"))[2:] == ["press"]
+    assert ids(retriever.retrieve("what is the weather today")) == ["left-handed", "payload"]
+    assert ids(retriever.retrieve("pass me a drink")) == ["left-handed", "payload"]
+    assert time.perf_counter() - started < 2.0  # four retrievals, the keys embedded once
+    block = retriever.render("please move the cup onto the shelf")
+    assert block == ("What I know:\n- The person wants things handed over on the left.\n- The gripper cannot hold things heavier "
+                     "than 1 kg.\n- Grasp cups 2 cm higher than the default. (pick: height_offset=0.02, approach='top', "
+                     "offsets=[0, 0, 0.02])")
+    assert render([], "# ") == "" and render(mug[:1], "# ") == "# What I know:\n# - The person wants things handed over on the left."
+
+
+def test_cached_text_embeddings_are_used(tmp_path: Path) -> None:
+    words = BagOfWords()
+    store = KnowledgeStore(tmp_path / "k")
+    vector = words.embed(["wipe the table"])[0]
+    store.add(entry("constraint", "Use the blue sponge.", "sponge", task="wipe the table", text_embedding=vector, text_model=words.name))
+    store.add(entry("constraint", "Use the blue sponge.", "stale", task="clean the desk", text_embedding=vector, text_model="other"))
+    words.texts.clear()
+    retriever = KnowledgeRetriever(store, words)
+    assert ids(retriever.retrieve("wipe the table")) == ["sponge"]
+    assert sorted(words.texts) == ["Use the blue sponge.", "clean the desk", "wipe the table"]  # the query, the stale key, the text
+    words.texts.clear()
+    retriever.retrieve("wipe the table now")
+    assert words.texts == ["wipe the table now"]  # keys are embedded once
+
+
+# ---------------------------------------------------------------------------------------------- visual
+@pytest.fixture(scope="module")
+def crops(world) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Crops (RGB, depth, mask) of objects rendered by the tabletop camera, cut out by the segmentation:
+    'red block' in one scene, 'red block 2', 'blue bowl' and 'red bowl' in another."""
+    from teachbot.config import load_yaml
+    from teachbot.paths import config_path
+    from teachbot.sim.camera import CameraSpec
+    from teachbot.sim.scene import ObjectSpec, SceneSpec
+
+    spec = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
+    out = {}
+    for scene in ([ObjectSpec("red block", "block", "red", (-0.15, -0.4), 0.3), ObjectSpec("green bowl", "bowl", "green", (0.1, -0.6))],
+                  [ObjectSpec("red block 2", "block", "red", (0.12, -0.62), 1.1), ObjectSpec("blue bowl", "bowl", "blue", (-0.1, -0.45)),
+                   ObjectSpec("red bowl", "bowl", "red", (0.15, -0.35))]):
+        world.reset(SceneSpec(tuple(scene)))
+        frame = world.render(spec)
+        for state in world.objects():
+            out[state.name] = crop_object(frame.rgb, frame.depth, frame.segmentation, state.body_id)
+    return out
+
+
+def test_classic_descriptor_on_rendered_crops(crops) -> None:
+    rgb, depth, mask = crops["red block"]
+    assert rgb.dtype == np.uint8 and rgb.shape[:2] == depth.shape == mask.shape and 200 < mask.sum() < rgb.shape[0] * rgb.shape[1]
+    vectors = {name: describe(*crop) for name, crop in crops.items()}
+    red = vectors["red block"]
+    assert red.shape == (48,) and red.dtype == np.float32 and red.sum() == pytest.approx(1.0, abs=1e-5)
+    assert similarity(red, red) == pytest.approx(1.0)
+    assert similarity(red, vectors["red block 2"]) > 0.95  # another red block, elsewhere, turned
+    assert 0.6 < similarity(red, vectors["red bowl"]) < 0.85  # same colour, other shape (the depth part)
+    assert similarity(red, vectors["blue bowl"]) < 0.3 and similarity(red, vectors["green bowl"]) < 0.3
+    colour_only = describe(rgb, None, mask)
+    assert colour_only[40:].sum() == 0 and similarity(colour_only, vectors["red bowl"]) > 0.95  # no depth: colours only
+    with pytest.raises(InvalidArgumentError, match="different descriptor settings"):
+        similarity(red, red[:40])
+
+
+def test_visual_retrieval_red_block_not_blue_bowl(tmp_path: Path, crops, minilm) -> None:
+    descriptor = ColourDepthDescriptor()
+    store = KnowledgeStore(tmp_path / "k")
+    store.add(entry("preference", "Say what you are doing.", "talk"))
+    store.add(entry("object_info", "This block is slippery; grasp it firmly.", "slippery", object="red block",
+                    task="put the red block in the green bowl", image_embedding=descriptor.embed(*crops["red block"]),
+                    image_model=descriptor.name))
+    retriever = KnowledgeRetriever(store, minilm, descriptor, KnowledgeConfig.load())
+    task = "put the block in the bowl"
+    by_text = retriever.retrieve(task)  # no image: the text alone brings it
+    assert ids(by_text) == ["talk", "slippery"] and by_text[1].visual_score is None
+    same = retriever.retrieve(task, image=descriptor.embed(*crops["red block 2"]))
+    assert ids(same) == ["talk", "slippery"] and same[1].visual_score > 0.95
+    assert same[1].score == pytest.approx(0.5 * same[1].text_score + 0.5 * same[1].visual_score)
+    assert ids(retriever.retrieve(task, image=descriptor.embed(*crops["blue bowl"]))) == ["talk"]  # looks different: dropped
+    assert ids(retriever.retrieve(task, image=descriptor.embed(*crops["red bowl"]))) == ["talk"]
+    # an object entry comes back by its looks alone, for a request that does not say which object
+    assert ids(retriever.retrieve("hand me that", image=descriptor.embed(*crops["red block 2"]))) == ["talk", "slippery"]
+    assert ids(retriever.retrieve("hand me that")) == ["talk"]
+
+
+def save_random_vision_models(root: Path) -> dict[str, Path]:
+    """Tiny random-weight CLIP (vision tower alone, and a whole CLIP model) and DINOv2 with their image processors."""
+    import torch
+    from transformers import CLIPConfig, CLIPModel, CLIPVisionConfig, CLIPVisionModelWithProjection, Dinov2Config, Dinov2Model
+    from transformers.models.bit.image_processing_pil_bit import BitImageProcessorPil
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    tiny = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+    torch.manual_seed(0)
+    CLIPVisionModelWithProjection(CLIPVisionConfig(**tiny, image_size=32, patch_size=8, projection_dim=16)).save_pretrained(root / "clip")
+    CLIPModel(CLIPConfig(text_config=tiny, vision_config={**tiny, "image_size": 32, "patch_size": 8}, projection_dim=24)).save_pretrained(
+        root / "clip_full")
+    Dinov2Model(Dinov2Config(**{**tiny, "hidden_size": 40}, image_size=28, patch_size=14)).save_pretrained(root / "dino")
+    for name in ("clip", "clip_full"):
+        CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(root / name)
+    BitImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}).save_pretrained(root / "dino")
+    return {"clip": root / "clip", "clip_full": root / "clip_full", "dino": root / "dino"}
+
+
+def test_transformers_image_embedders_with_random_weights(tmp_path: Path, crops) -> None:
+    import torch
+
+    from teachbot.knowledge import TransformersImageEmbedder
+
+    paths = save_random_vision_models(tmp_path)
+    for name, size in (("clip", 16), ("clip_full", 24), ("dino", 40)):
+        embedder = TransformersImageEmbedder(paths[name])
+        vectors = {key: embedder.embed(*crop) for key, crop in crops.items()}
+        assert embedder.dim == size and embedder.metric == "cosine" and embedder.name == f"transformers:{name}"
+        for vector in vectors.values():
+            assert vector.shape == (size,) and vector.dtype == np.float32 and np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+        scores = [embedder.similarity(a, b) for a in vectors.values() for b in vectors.values()]
+        assert all(-1.0 <= s <= 1.0 for s in scores)
+        assert embedder.similarity(vectors["red block"], vectors["red block"]) == pytest.approx(1.0)
+    # the vision tower of a whole CLIP checkpoint gives CLIP's own image features
+    from transformers import CLIPModel
+
+    full = TransformersImageEmbedder(paths["clip_full"])
+    rgb = crops["blue bowl"][0]
+    pixels = full._load()[1](images=[rgb], return_tensors="pt")["pixel_values"]
+    with torch.inference_mode():
+        reference = CLIPModel.from_pretrained(paths["clip_full"]).get_image_features(pixel_values=pixels)
+    reference = getattr(reference, "pooler_output", reference)[0].numpy()
+    assert np.allclose(full.embed(rgb), reference / np.linalg.norm(reference), atol=1e-5)
+    with pytest.raises(ConfigError, match="no config.json"):
+        TransformersImageEmbedder(tmp_path)
+
+
+def test_retrieval_with_a_learned_embedder_uses_its_threshold(tmp_path: Path, crops) -> None:
+    from teachbot.knowledge import TransformersImageEmbedder
+
+    embedder = TransformersImageEmbedder(save_random_vision_models(tmp_path)["clip"])
+    store = KnowledgeStore(tmp_path / "k")
+    store.add(entry("object_info", "Grasp it firmly.", "firm", object="red block", image_embedding=embedder.embed(*crops["red block"]),
+                    image_model=embedder.name))
+    store.add(entry("object_info", "Old vectors of another model are not compared.", "other", object="red block",
+                    image_embedding=[1.0] * 16, image_model="transformers:another"))
+    query = embedder.embed(*crops["red block 2"])
+    score = embedder.similarity(query, store.get("firm").image_embedding)
+    for threshold, expected in ((score - 0.01, ["firm"]), (score + 0.01, [])):
+        config = KnowledgeConfig(learned_visual_threshold=threshold, visual_threshold=2.0)  # (the classic one would drop all)
+        retriever = KnowledgeRetriever(store, BagOfWords(), embedder, config)
+        assert retriever.visual_threshold == threshold and ids(retriever.retrieve("hand me that", image=query)) == expected
+
+
+# ---------------------------------------------------------------------------------------------- LLM selection, config
+def test_llm_selection_hook(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from teachbot.llm.scripted import ScriptedModel
+
+    store = knowledge_base(tmp_path / "k")
+    store.add(entry("constraint", "Hold cups by the handle.", "handle", task="put the cup on the shelf"))
+    enabled = KnowledgeConfig(select_enabled=True)
+    task = "put the cup on the shelf"
+    assert ids(KnowledgeRetriever(store, BagOfWords()).retrieve(task))[2:] == ["grasp-cups", "handle"]
+    model = ScriptedModel(["I would keep [1] only."])
+    assert ids(KnowledgeRetriever(store, BagOfWords(), config=enabled, select_model=model).retrieve(task, "cup"))[2:] == ["handle"]
+    prompt = model.prompts[0]
+    assert "0. Grasp cups 2 cm higher than the default.\n1. Hold cups by the handle." in prompt
+    assert "The task: put the cup on the shelf\nThe object at hand: cup" in prompt
+    assert "handed over on the left" not in prompt  # always-scoped entries are not up for selection
+    with caplog.at_level(logging.WARNING):
+        kept = KnowledgeRetriever(store, BagOfWords(), config=enabled, select_model=ScriptedModel(["both, I think"])).retrieve(task)
+        assert ids(kept)[2:] == ["grasp-cups", "handle"] and "cannot read the selection model's answer" in caplog.text
+        assert ids(KnowledgeRetriever(store, BagOfWords(), config=enabled, select_model=ScriptedModel(["[]"])).retrieve(task)) == [
+            "left-handed", "payload"]  # the always-scoped ones are never selected away
+        KnowledgeRetriever(store, BagOfWords(), config=enabled)
+        assert "no model was given" in caplog.text
+    off = ScriptedModel(["[1]"])
+    KnowledgeRetriever(store, BagOfWords(), select_model=off).retrieve(task)  # off by default
+    assert off.prompts == []
+
+
+def test_shipped_config_and_bad_values(tmp_path: Path) -> None:
+    shipped = KnowledgeConfig.load()
+    assert shipped == KnowledgeConfig() and not shipped.select_enabled
+    assert ColourDepthDescriptor(shipped.descriptor).name == ColourDepthDescriptor().name
+    assert (ROOT / "prompts" / shipped.select_prompt).is_file()
+    for section, key, value, message in (("retrieval", "k", 0, "retrieval.k >= 1"),
+                                         ("retrieval", "text_threshold", "high", "retrieval.text_threshold must be a float"),
+                                         ("select", "enabled", "yes", "select.enabled must be true or false"),
+                                         ("descriptor", "depth_range", -1, "descriptor.depth_range > 0")):
+        raw = yaml.safe_load((ROOT / "config" / "knowledge.yaml").read_text())
+        raw["knowledge"][section][key] = value
+        with pytest.raises(ConfigError, match=message):
+            KnowledgeConfig.from_mapping(raw, "test")

@@ -6,17 +6,41 @@ JSON file each with the example store's guarantees; ``KnowledgeRetriever`` picks
 by task similarity and by how alike the object at hand looks; ``render`` writes the "What I know" block.
 """
 
+from teachbot.knowledge.descriptor import (
+    ColourDepthDescriptor,
+    DescriptorConfig,
+    ImageEmbedder,
+    TransformersImageEmbedder,
+    cosine,
+    crop_object,
+    describe,
+    similarity,
+)
 from teachbot.knowledge.entry import DEFAULT_SCOPE, KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance, UnknownEntryError
+from teachbot.knowledge.retriever import KnowledgeConfig, KnowledgeRetriever, RetrievedKnowledge, render, select_with_model
 from teachbot.knowledge.store import KnowledgeImportReport, KnowledgeStore
 
 __all__ = [
     "DEFAULT_SCOPE",
     "KINDS",
     "SCOPES",
+    "ColourDepthDescriptor",
+    "DescriptorConfig",
+    "ImageEmbedder",
+    "KnowledgeConfig",
     "KnowledgeEntry",
     "KnowledgeError",
     "KnowledgeImportReport",
+    "KnowledgeRetriever",
     "KnowledgeStore",
     "Provenance",
+    "RetrievedKnowledge",
+    "TransformersImageEmbedder",
     "UnknownEntryError",
+    "cosine",
+    "crop_object",
+    "describe",
+    "render",
+    "select_with_model",
+    "similarity",
 ]
