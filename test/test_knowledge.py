@@ -507,3 +507,77 @@ def test_shipped_config_and_bad_values(tmp_path: Path) -> None:
         raw["knowledge"][section][key] = value
         with pytest.raises(ConfigError, match=message):
             KnowledgeConfig.from_mapping(raw, "test")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+@pytest.fixture()
+def knowledge_config(tmp_path: Path) -> Path:
+    """A memory config whose knowledge base is tmp_path/kb, holding two entries."""
+    raw = yaml.safe_load((ROOT / "config" / "memory.yaml").read_text())
+    raw["memory"]["store"] = {"seeds_dir": "", "learned_dir": str(tmp_path / "learned"), "knowledge_dir": str(tmp_path / "kb")}
+    config = tmp_path / "memory.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    store = KnowledgeStore(tmp_path / "kb")
+    store.add(KnowledgeEntry(id="cups", **GRASP_CUPS))
+    store.add(entry("object_state", "The top drawer is locked.", "drawer", object="top drawer", task="open the top drawer"))
+    return config
+
+
+def test_cli_knowledge_list_show_remove(knowledge_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from teachbot.cli import main
+
+    config = ["--config", str(knowledge_config)]
+    assert main(["memory", "knowledge", "list", *config]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "KIND", "SCOPE", "OBJECT", "CREATED", "TEXT"]
+    assert lines[1].split()[:4] == ["cups", "skill_parameter", "task", "cup"]
+    assert lines[1].endswith("Grasp cups 2 cm higher than the default.")
+    assert lines[2].split()[:5] == ["drawer", "object_state", "object", "top", "drawer"]
+    assert lines[-1] == f"2 entries (0 always, 1 task, 1 object); knowledge in {tmp_path / 'kb'}"
+    assert main(["memory", "knowledge", "list", *config, "--kind", "object_state"]) == 0
+    out = capsys.readouterr().out
+    assert "drawer" in out and "cups" not in out and "1 entry (" in out
+    assert main(["memory", "knowledge", "list", *config, "--object", "cup", "--task", "shelf"]) == 0
+    assert "cups" in capsys.readouterr().out
+
+    assert main(["memory", "knowledge", "show", "cups", *config]) == 0
+    out = capsys.readouterr().out
+    assert "kind:           skill_parameter" in out and "parameters:     height_offset=0.02, approach='top', offsets=[0, 0, 0.02]" in out
+    assert "robot_id:       panda-1" in out and out.rstrip().endswith("learned from:\n  no, grab it higher")
+    assert main(["memory", "knowledge", "show", "nope", *config]) == 2
+    assert "no knowledge entry with id 'nope'" in capsys.readouterr().err
+
+    assert main(["memory", "knowledge", "remove", "drawer", "nope", *config]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "removed drawer" and "no knowledge entry with id 'nope'" in captured.err
+    assert [e.id for e in KnowledgeStore(tmp_path / "kb").list()] == ["cups"]
+
+
+def test_cli_knowledge_export_import(knowledge_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from teachbot.cli import main
+
+    export, other = tmp_path / "out" / "knowledge.jsonl", tmp_path / "other_robot"
+    assert main(["memory", "knowledge", "export", str(export), "--config", str(knowledge_config)]) == 0
+    assert "exported 2 entries to" in capsys.readouterr().out
+    assert main(["memory", "knowledge", "import", str(export), "--knowledge", str(other)]) == 0
+    assert f"imported 2 entries into {other}" in capsys.readouterr().out
+    assert KnowledgeStore(other).get("cups") == KnowledgeStore(tmp_path / "kb").get("cups")
+    export.write_text(export.read_text() + '{"kind": "preference"}\n' + json.dumps(entry(entry_id="new").to_dict()) + "\n")
+    assert main(["memory", "knowledge", "import", str(export), "--knowledge", str(other)]) == 1
+    captured = capsys.readouterr()
+    assert "imported 1 entry" in captured.out and "skipped 2 already stored: cups, drawer" in captured.out
+    assert f"error: {export}:3: field 'text' is empty" in captured.err and "new" in KnowledgeStore(other)
+    assert main(["memory", "knowledge", "export", str(tmp_path / "one.jsonl"), "--knowledge", str(other), "--kind", "preference"]) == 0
+    assert [json.loads(line)["id"] for line in (tmp_path / "one.jsonl").read_text().splitlines()] == ["new"]
+
+
+def test_cli_knowledge_as_a_process_and_the_default_directory(knowledge_config: Path, tmp_path: Path) -> None:
+    from teachbot.memory import MemoryConfig
+
+    teachbot = Path(sys.executable).parent / "teachbot"
+    done = subprocess.run([str(teachbot), "memory", "knowledge", "list", "--config", str(knowledge_config)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0 and "2 entries" in done.stdout, done.stderr
+    assert MemoryConfig.load().knowledge_path == ROOT / "memory_store" / "knowledge"  # the shipped config
+    without = MemoryConfig.from_mapping({"memory": {"store": {"learned_dir": str(tmp_path / "robot" / "learned")}}})
+    assert without.knowledge_path == tmp_path / "robot" / "knowledge"  # next to the learned examples

@@ -5,9 +5,16 @@
     teachbot memory remove ID [ID ...]
     teachbot memory export FILE [--profile P] [--source seed|learned|all]
     teachbot memory import FILE
+    teachbot memory knowledge list [--kind K] [--object TEXT] [--task TEXT]
+    teachbot memory knowledge show ID
+    teachbot memory knowledge remove ID [ID ...]
+    teachbot memory knowledge export FILE [--kind K] [--object TEXT] [--task TEXT]
+    teachbot memory knowledge import FILE
 
-Works on the files directly (teachbot.memory.MemoryStore: atomic writes under a lock file), so it is
-safe while a memory node runs; the node picks the changes up before its next retrieval.
+Works on the files directly (teachbot.memory.MemoryStore, teachbot.knowledge.KnowledgeStore: atomic
+writes under a lock file), so it is safe while a memory node runs; the node picks the changes up before
+its next retrieval. ``knowledge`` is the distilled knowledge base (short facts learned from
+corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from teachbot.knowledge import KINDS, KnowledgeEntry, KnowledgeError, KnowledgeStore
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
 
 
@@ -28,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
     common.add_argument("--memory", default="", metavar="DIR",
                         help="directory of learned examples (default: store.learned_dir of the config)")
-    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import}")
+    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import,knowledge}")
 
     listing = actions.add_parser("list", parents=[common], help="a table of the stored examples")
     listing.add_argument("--profile", default="", help="only this robot API profile (tabletop, household)")
@@ -52,8 +60,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp = actions.add_parser("import", parents=[common], help="add the learned examples of a JSON Lines export")
     imp.add_argument("file", type=Path)
     imp.set_defaults(func=run_import)
+    register_knowledge(actions)
     # the store is files: no ROS domain needed
     memory.set_defaults(own_env=True)
+
+
+def register_knowledge(actions: argparse._SubParsersAction) -> None:
+    """Add ``memory knowledge`` and its subcommands (the distilled knowledge base)."""
+    knowledge = actions.add_parser("knowledge", help="list, show, remove, export and import distilled knowledge",
+                                   description="The knowledge base: short reusable facts distilled from corrections.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
+    common.add_argument("--knowledge", default="", metavar="DIR",
+                        help="directory of the knowledge base (default: store.knowledge_dir of the config)")
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--kind", default="", choices=KINDS, help="only entries of this kind")
+    filters.add_argument("--object", default="", help="only entries whose object contains this text")
+    filters.add_argument("--task", default="", help="only entries whose task contains this text")
+    kactions = knowledge.add_subparsers(dest="knowledge_action", required=True, metavar="{list,show,remove,export,import}")
+
+    kactions.add_parser("list", parents=[common, filters], help="a table of the stored entries").set_defaults(func=run_knowledge_list)
+    show = kactions.add_parser("show", parents=[common], help="one entry: its fields and provenance")
+    show.add_argument("id")
+    show.set_defaults(func=run_knowledge_show)
+    remove = kactions.add_parser("remove", parents=[common], help="delete entries")
+    remove.add_argument("ids", nargs="+", metavar="ID")
+    remove.set_defaults(func=run_knowledge_remove)
+    export = kactions.add_parser("export", parents=[common, filters], help="write entries to a JSON Lines file")
+    export.add_argument("file", type=Path)
+    export.set_defaults(func=run_knowledge_export)
+    imp = kactions.add_parser("import", parents=[common], help="add the entries of a JSON Lines export (known ids skipped)")
+    imp.add_argument("file", type=Path)
+    imp.set_defaults(func=run_knowledge_import)
 
 
 def open_store(args: argparse.Namespace) -> MemoryStore:
@@ -134,3 +172,90 @@ def run_import(args: argparse.Namespace) -> int:
     print(f"imported {len(report.added)} example{'s' * (len(report.added) != 1)} into {store.learned_dir}"
           + (f"; skipped {len(report.skipped)} already stored or seed: {', '.join(report.skipped)}" if report.skipped else ""))
     return 0
+
+
+# ------------------------------------------------------------------------------------------ knowledge
+def open_knowledge(args: argparse.Namespace) -> KnowledgeStore:
+    """The knowledge base the config (and --knowledge) name."""
+    if args.knowledge:
+        return KnowledgeStore(Path(args.knowledge).expanduser().resolve())
+    return KnowledgeStore(MemoryConfig.load(args.config or None).knowledge_path)
+
+
+def format_knowledge_table(entries: list[KnowledgeEntry], width: int | None = 120) -> str:
+    """Aligned columns: id, kind, scope, object, created; the sentence takes the rest of the line, cut with '...'."""
+    rows = [(e.id, e.kind, e.scope, e.object, e.created[:19].replace("T", " "), e.text) for e in entries]
+    header = ("ID", "KIND", "SCOPE", "OBJECT", "CREATED", "TEXT")
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(5)]
+    room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
+
+    def line(cells: tuple[str, ...]) -> str:
+        text = cells[5] if len(cells[5]) <= room else cells[5][: room - 3] + "..."
+        return "  ".join(c.ljust(w) for c, w in zip(cells[:5], widths)) + "  " + text
+
+    return "\n".join([line(header), *(line(r) for r in rows)]) if rows else "no knowledge stored"
+
+
+def run_knowledge_list(args: argparse.Namespace) -> int:
+    """Print a table of the entries matching the filters."""
+    store = open_knowledge(args)
+    entries = store.list(kind=args.kind, object=args.object, task=args.task)
+    print(format_knowledge_table(entries, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    scopes = ", ".join(f"{sum(e.scope == s for e in entries)} {s}" for s in ("always", "task", "object"))
+    print(f"\n{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} ({scopes}); knowledge in {store.directory}")
+    return 0
+
+
+def run_knowledge_show(args: argparse.Namespace) -> int:
+    """Print one entry's fields and provenance."""
+    entry = open_knowledge(args).get(args.id)
+    p = entry.provenance
+    rows = [("id", entry.id), ("kind", entry.kind), ("scope", entry.scope), ("text", entry.text), ("task", entry.task),
+            ("object", entry.object), ("skill", entry.skill),
+            ("parameters", ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v!r}" for k, v in entry.parameters.items())),
+            ("created", p.created), ("episode_id", p.episode_id), ("robot_id", p.robot_id), ("model", p.model),
+            ("image", f"{len(entry.image_embedding)} values ({entry.image_model})" if entry.image_embedding else ""),
+            ("text_embedding", f"{len(entry.text_embedding)} values ({entry.text_model})" if entry.text_embedding else "")]
+    for name, value in rows:
+        if value:
+            print(f"{name + ':':<16}{value}")
+    if p.source:
+        print("\nlearned from:")
+        for line in p.source:
+            print(f"  {line}")
+    return 0
+
+
+def run_knowledge_remove(args: argparse.Namespace) -> int:
+    """Remove each id; every failure is reported and makes the exit status 1."""
+    store = open_knowledge(args)
+    failed = 0
+    for entry_id in args.ids:
+        try:
+            store.remove(entry_id)
+        except KnowledgeError as exc:
+            failed += 1
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            print(f"removed {entry_id}")
+    return 1 if failed else 0
+
+
+def run_knowledge_export(args: argparse.Namespace) -> int:
+    """Write the matching entries as JSON Lines."""
+    store = open_knowledge(args)
+    count = store.export_jsonl(args.file, kind=args.kind, object=args.object, task=args.task)
+    print(f"exported {count} entr{'y' if count == 1 else 'ies'} to {args.file}")
+    return 0
+
+
+def run_knowledge_import(args: argparse.Namespace) -> int:
+    """Add the entries of an export; known ids are skipped; bad lines are reported (exit status 1), the good ones imported."""
+    store = open_knowledge(args)
+    report = store.import_jsonl(args.file)
+    added = len(report.added)
+    print(f"imported {added} entr{'y' if added == 1 else 'ies'} into {store.directory}"
+          + (f"; skipped {len(report.skipped)} already stored: {', '.join(report.skipped)}" if report.skipped else ""))
+    for error in report.errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if report.errors else 0

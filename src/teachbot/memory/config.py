@@ -14,7 +14,8 @@ from teachbot.paths import config_path, share_dir
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """Resolved memory settings. ``model_path`` None means the bundled all-MiniLM-L6-v2; ``cache_dir`` None, no cache."""
+    """Resolved memory settings. ``model_path`` None means the bundled all-MiniLM-L6-v2; ``cache_dir`` None, no cache.
+    ``knowledge_dir`` None (a config made in code) means ``knowledge`` next to ``learned_dir``."""
 
     learned_dir: Path
     seeds_dir: Path | None = None
@@ -24,6 +25,12 @@ class MemoryConfig:
     batch_size: int = 64
     cache_dir: Path | None = None
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    knowledge_dir: Path | None = None
+
+    @property
+    def knowledge_path(self) -> Path:
+        """The directory of the distilled knowledge base (teachbot.knowledge)."""
+        return self.knowledge_dir or self.learned_dir.parent / "knowledge"
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> MemoryConfig:
@@ -67,6 +74,7 @@ class MemoryConfig:
             batch_size=batch_size,
             cache_dir=path_of(embedding, "cache_dir", "memory.embedding"),
             retrieval=settings,
+            knowledge_dir=path_of(store, "knowledge_dir", "memory.store") or learned.parent / "knowledge",
         )
 
 
