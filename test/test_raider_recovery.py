@@ -155,7 +155,7 @@ def test_run_cases_fills_recov_plan_for_right_issue_verdicts_and_reports_it(case
 def test_eval_raider_recovery_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "recovery"
     assert main(["eval", "raider", "--method", "precond", "--recovery", "--out", str(out), "--no-progress"]) != 0
-    assert "--recovery needs a model" in capsys.readouterr().err
+    assert "--recovery and --judge need a model" in capsys.readouterr().err
     with FakeOpenAIServer() as server:  # the recovery plans over HTTP, the checks by the precond baseline
         server.respond = lambda body: chat_planner("\n".join(m["content"] for m in body["messages"]))
         assert main(["eval", "raider", "--method", "precond", "--recovery", "--world", "tabletop", "--limit", "16", "--out", str(out),
