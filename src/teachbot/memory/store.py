@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import gc
 import hashlib
 import json
@@ -58,13 +57,10 @@ from teachbot.memory.example import (
     utc_now_iso,
     validate_learned,
 )
+from teachbot.memory.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".json"
-TEMP_SUFFIX = ".tmp"
-LOCK_NAME = ".lock"
-QUARANTINE = "quarantine"
 # Directory mtimes have coarse granularity: while the last change is this recent, a refresh rescans
 # even if the mtime looks unchanged, so a change in the same clock tick is never missed.
 _RACY_NS = 1_000_000_000
@@ -213,7 +209,7 @@ class MemoryStore:
                     self._learned.pop(example_id, None)
                     self._signatures.pop(example_id, None)
                     raise UnknownExampleError(f"no learned example with id {example_id!r}") from None
-                _fsync_dir(self.learned_dir)
+                fsync_dir(self.learned_dir)
             self._signatures.pop(example_id, None)
             if self._learned.pop(example_id, None) is not None:
                 self._version += 1
@@ -224,7 +220,7 @@ class MemoryStore:
         data = "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in examples).encode()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, data)
+        write_atomic(path, data)
         return len(examples)
 
     def import_jsonl(self, path: str | Path) -> ImportReport:
@@ -267,21 +263,15 @@ class MemoryStore:
     def _path(self, example_id: str) -> Path:
         return self.learned_dir / f"{example_id}{SUFFIX}"
 
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        fd = os.open(self.learned_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock (and so does the kernel when a holder is killed)
+    def _file_lock(self) -> contextlib.AbstractContextManager[None]:
+        return file_lock(self.learned_dir)
 
     def _add_locked(self, example: InteractionExample) -> bool:
         """Write unless the id exists (caller holds both locks); False for a duplicate."""
         path = self._path(example.id)
         if example.id in self._seeds or path.exists():
             return False
-        _write_atomic(path, (json.dumps(example.to_dict(), ensure_ascii=False, indent=1) + "\n").encode())
+        write_atomic(path, (json.dumps(example.to_dict(), ensure_ascii=False, indent=1) + "\n").encode())
         self._learned[example.id] = example
         self._version += 1
         return True
@@ -407,24 +397,10 @@ class MemoryStore:
 
     def _check_temp(self, path: Path) -> None:
         """A dot-named temp file is a write in progress, or one a killed writer left: quarantine old ones."""
-        try:
-            age = time.time() - path.stat().st_mtime
-        except FileNotFoundError:
-            return
-        if age > self.stale_temp_seconds:
-            self._quarantine(path, f"partial write left by an interrupted writer ({age:.0f} s old)")
+        sweep_temp(path, self.quarantine_dir, self.stale_temp_seconds, log, "memory store")
 
     def _quarantine(self, path: Path, why: str) -> None:
-        target = self.quarantine_dir / f"{path.name.lstrip('.')}.{time.time_ns()}"
-        try:
-            self.quarantine_dir.mkdir(exist_ok=True)
-            os.replace(path, target)
-        except FileNotFoundError:
-            return  # another process moved it first
-        except OSError as exc:
-            log.warning("memory store: %s: %s; could not move it aside (%s), ignoring it", path, why, exc)
-            return
-        log.warning("memory store: %s: %s; moved to %s", path, why, target)
+        quarantine(path, self.quarantine_dir, why, log, "memory store")
 
 
 def _signature(info: os.stat_result) -> tuple[int, int, int, int]:
@@ -566,27 +542,3 @@ def _read_seed(path: Path, profile: str) -> InteractionExample | None:
         log.warning("memory store: seed example %s has no wait_for_trigger()/ask() turn; it will never be retrieved", path)
     return InteractionExample(id=f"seed:{profile}/{path.stem}", profile=profile, source=SEED, transcript=text.strip(),
                               instructions=instructions)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,9 +1,6 @@
-"""Durable one-file-per-record helpers, shared by stores that keep the example store's guarantees.
-
-The episodic example store (``teachbot.memory.store``) keeps these as private functions and methods;
-the same steps live here as small public functions so the knowledge base does not reach into its
-internals. The naming conventions (``.json`` files, dot-named ``.tmp`` temp files, ``.lock`` and
-``quarantine/``) are imported from the example store, so both stores look the same on disk.
+"""Durable one-file-per-record helpers: the example store (``teachbot.memory.store``) and the knowledge
+base (``teachbot.knowledge.store``) both write through them, so both keep the same guarantees and look
+the same on disk (``.json`` files, dot-named ``.tmp`` temp files, ``.lock`` and ``quarantine/``).
 
 Guarantees, for a directory written only through these functions:
 
@@ -26,7 +23,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from teachbot.memory.store import LOCK_NAME, QUARANTINE, SUFFIX, TEMP_SUFFIX
+SUFFIX = ".json"
+TEMP_SUFFIX = ".tmp"
+LOCK_NAME = ".lock"
+QUARANTINE = "quarantine"
 
 __all__ = ["LOCK_NAME", "QUARANTINE", "SUFFIX", "TEMP_SUFFIX", "file_lock", "fsync_dir", "quarantine", "sweep_temp", "write_atomic"]
 
