@@ -18,7 +18,12 @@ from teachbot.errors import ConfigError
 class GripperSpec:
     max_width: float
     holding_min_width: float
-    effort: float
+    effort: float  # newtons when closing, unless a skill asks for another force
+    max_effort: float = 0.0  # the most force a skill may ask for (0: effort)
+
+    def __post_init__(self) -> None:
+        if self.max_effort <= 0:
+            object.__setattr__(self, "max_effort", self.effort)
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,8 @@ class RobotProfile:
                 stowed=tuple(float(v) for v in robot.get("stowed", [])),
                 hands=tuple(str(h) for h in robot.get("hands", ["right"])),
                 world=str(robot.get("world", "tabletop")),
-                gripper=GripperSpec(float(gripper["max_width"]), float(gripper["holding_min_width"]), float(gripper["effort"])),
+                gripper=GripperSpec(float(gripper["max_width"]), float(gripper["holding_min_width"]), float(gripper["effort"]),
+                                    float(gripper.get("max_effort", 0.0))),
                 topics={k: str(v) for k, v in topics.items()},
                 safety=SafetyConfig(
                     workspace={a: _vec(safety["workspace"][a], 2) for a in ("x", "y", "z")},  # type: ignore[misc]
@@ -124,6 +130,8 @@ class RobotProfile:
             raise ConfigError(f"{src}: robot.stowed has {len(profile.stowed)} values for {len(profile.arm_joints)} arm joints")
         if profile.world not in ("tabletop", "household"):
             raise ConfigError(f"{src}: robot.world must be tabletop or household, got {profile.world!r}")
+        if profile.gripper.max_effort < profile.gripper.effort:
+            raise ConfigError(f"{src}: robot.gripper.max_effort must be at least gripper.effort")
         if not 0 < profile.safety.default_speed_factor <= profile.safety.max_speed_factor:
             raise ConfigError(f"{src}: safety.default_speed_factor must be in (0, max_speed_factor]")
         return profile
