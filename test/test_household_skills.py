@@ -7,8 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.errors import ErrorCode
-from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold
+from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
+from teachbot.sim.household_layout import surface_offset
 from teachbot.sim.household_scene import household_scene_from_yaml
 from teachbot.skills.household import HouseholdSkills
 
@@ -115,7 +118,7 @@ def test_slow_is_slower_and_the_speed_limit_holds(world, robot):
 
 @pytest.mark.parametrize(("skill", "fields", "expected"), [
     ("move_to", {"location": "kitchen"}, "unknown location 'kitchen'. Use one of list_locations() ['table', 'counter'"),
-    ("move_to", {"location": "table", "speed_factor": 1.5}, "speed_factor 1.5 is outside (0, 1.0]"),
+    ("move_to", {"location": "table", "speed_factor": 1.5}, "speed_factor=1.5 is outside its safe range [0.1, 1]"),
     ("grasp", {"object_name": "teapot"}, "unknown object 'teapot'. Use one of list_objects()"),
     ("grasp", {"object_name": "red cup", "hand": "left"}, "hand='left' needs a two-arm robot profile"),
     ("handover_object_to_human", {}, "holds nothing to hand over"),
@@ -124,6 +127,12 @@ def test_slow_is_slower_and_the_speed_limit_holds(world, robot):
     ("close", {"thing": "fridge"}, "the fridge is already closed"),
     ("wipe", {"surface": "table"}, "wiping needs the sponge in the hand; grasp('sponge') first"),
     ("toggle", {"thing": "apple"}, "cannot toggle 'apple': it has no switch"),
+    # skill parameters (config/skill_parameters.yaml): checked before anything moves
+    ("grasp", {"object_name": "red cup", "grasp_height_offset": 0.2}, "grasp_height_offset=0.2 is outside its safe range [-0.03, 0.05] m"),
+    ("open", {"thing": "cupboard", "pull_distance": 0.5}, "pull_distance=0.5 is outside its safe range [0.1, 0.32] m"),
+    ("open", {"thing": "fridge", "pull_distance": 0.2}, "pull_distance applies to drawers; the fridge has a door"),
+    ("wipe", {"surface": "table", "parameter_names": ["wipe_passes"], "parameter_values": [2.5]}, "wipe_passes must be a whole number"),
+    ("toggle", {"thing": "lamp", "parameter_names": ["force"], "parameter_values": [1.0]}, "unknown parameter 'force' for toggle"),
 ])
 def test_bad_requests_get_one_clear_line_and_no_motion(world, robot, skill, fields, expected):
     base, arm = world.base_pose, DirectArm(world).joint_positions()
@@ -139,3 +148,48 @@ def test_a_full_hand_cannot_grasp_again(world, robot):
     outcome = robot.run("grasp", object_name="red cup")
     assert not outcome.success and outcome.code == ErrorCode.ALREADY_HOLDING
     assert "already holds 'orange juice'" in outcome.message and world.base_pose == base
+
+
+def console(world, robot):
+    """The household console functions over these skills in this process."""
+    return HouseholdRobot(DirectSkills(robot), lambda: [o.name for o in world.objects()], world.thing_states,
+                          DialogChannel(timeout=1.0)).functions()
+
+
+def test_pull_distance_opens_the_drawer_part_of_the_way(world, robot):
+    travel = world.layout.place("cupboard").drawer["travel"]
+    assert console(world, robot)["open"]("cupboard", pull_distance=travel / 2) == "success"
+    assert world.opening("cupboard") == pytest.approx(0.5, abs=0.05)
+    assert world.thing_states()["cupboard"]["open"] is False  # half out still counts as closed: things inside stay out of reach
+    ok(robot.run("close", thing="cupboard"))  # and it can still be pushed shut
+    assert world.opening("cupboard") < 0.05
+
+
+def test_wipe_passes_sets_the_number_of_strokes(world, robot):
+    strokes = []
+    send = robot.arm.send_trajectory
+    robot.arm.send_trajectory = lambda *a: (strokes.append(a), send(*a))[1]  # type: ignore[method-assign]
+    ok(robot.run("grasp", object_name="sponge"))
+    counts = []
+    for passes in (None, 1):
+        strokes.clear()
+        fields = {} if passes is None else {"wipe_passes": passes}
+        assert console(world, robot)["wipe"]("table", **fields) == "success"
+        counts.append(len(strokes))
+    assert counts[0] - counts[1] == 2 * (3 - 1)  # the default three passes, then one: two strokes a pass
+    assert world.thing_states()["table"]["clean"] is True
+
+
+def test_place_offsets_move_the_spot_on_the_surface(world, robot):
+    ok(robot.run("grasp", object_name="red cup"))
+    cup = robot.view.things()["red cup"]
+    robot._work_at("counter")
+    spot = robot._free_spot("counter", cup)  # where it would go
+    assert console(world, robot)["place_object"]("counter", place_offset_along=0.06, place_offset_across=-0.05) == "success"
+    surface = world.layout.surface("counter")
+    along, across = surface_offset(surface, *truth(world)["red cup"].position[:2])
+    expected = np.add(surface_offset(surface, *spot), (0.06, -0.05))
+    assert (along, across) == pytest.approx(tuple(expected), abs=0.015)
+    ok(robot.run("grasp", object_name="red cup"))
+    refused = robot.run("place_object", location="counter", place_offset_across=-0.1)
+    assert not refused.success and "over the edge of the counter" in refused.message

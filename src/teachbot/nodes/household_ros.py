@@ -109,6 +109,6 @@ class RosHouseholdView:
     def handle(self, place: str, inner: bool = False) -> np.ndarray:
         return np.array(self.layout.handle(place, self.opening(place), inner))
 
-    def drive_articulation(self, place: str, open_: bool) -> None:
+    def drive_articulation(self, place: str, open_: bool, fraction: float = 1.0) -> None:
         p = self.layout.place(place)
-        self.arm.send_trajectory((p.joint,), np.array([ARTICULATION_TIME]), np.array([[p.joint_limit if open_ else 0.0]]))
+        self.arm.send_trajectory((p.joint,), np.array([ARTICULATION_TIME]), np.array([[p.joint_limit * fraction if open_ else 0.0]]))

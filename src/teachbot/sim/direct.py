@@ -110,8 +110,8 @@ class WorldHousehold:
     def handle(self, place: str, inner: bool = False) -> np.ndarray:
         return self.world.handle_position(place, inner)
 
-    def drive_articulation(self, place: str, open_: bool) -> None:
-        self.world.command_articulation(place, open_)
+    def drive_articulation(self, place: str, open_: bool, fraction: float = 1.0) -> None:
+        self.world.command_articulation(place, open_, fraction)
 
 
 def perceive_household(world: HouseholdWorld, perception: HouseholdPerception, camera: CameraSpec | None = None) -> None:

@@ -180,12 +180,14 @@ class HouseholdWorld(ArmWorld):
             self._contact_effects(EFFECT_EVERY * self.time_step)
 
     # ----------------------------------------------------------------- articulations
-    def command_articulation(self, place: str, open_: bool) -> None:
-        """Drive the door or drawer of ``place`` open or closed (it moves over the next steps)."""
+    def command_articulation(self, place: str, open_: bool, fraction: float = 1.0) -> None:
+        """Drive the door or drawer of ``place`` open (``fraction`` of the way) or closed (it moves over
+        the next steps)."""
         if place not in self._joints:
             raise UnknownObjectError(f"{place!r} has no door or drawer; openable: {sorted(self._joints)}")
         joint, limit = self._joints[place]
-        pb.setJointMotorControl2(self._bodies[place], joint, pb.POSITION_CONTROL, targetPosition=limit if open_ else 0.0,
+        target = limit * min(max(fraction, 0.0), 1.0) if open_ else 0.0
+        pb.setJointMotorControl2(self._bodies[place], joint, pb.POSITION_CONTROL, targetPosition=target,
                                  force=ARTICULATION_FORCE, maxVelocity=ARTICULATION_SPEED, physicsClientId=self.client)
 
     def opening(self, place: str) -> float:
@@ -357,7 +359,8 @@ class HouseholdWorld(ArmWorld):
             self.command_base(BasePath(tuple(poses), tuple(t)))
         elif len(names) == 1 and names[0] in doors:
             place = doors[names[0]]
-            self.command_articulation(place, float(positions[-1][0]) > self.layout.place(place).joint_limit / 2)
+            fraction = float(positions[-1][0]) / self.layout.place(place).joint_limit
+            self.command_articulation(place, fraction > 0.0, fraction)
         else:
             super().command_trajectory(names, times, positions)
 

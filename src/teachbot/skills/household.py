@@ -34,12 +34,12 @@ from teachbot.sim.household_objects import StateError
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.navigation import BasePose, Footprint, NavigationMap, time_path
+from teachbot.skills.parameters import Tuning, pull_fraction
 
 DOCK_CLEARANCE = 0.05  # metres beyond the navigation radius where a path ends before docking straight in
 AT_LOCATION = 0.05  # metres (and 0.1 rad) from a location's pose that count as being there
 NEAR_ARM = 1.3  # metres from the arm within which objects matter to its motions
 SPOT_STEP = 0.04  # metres between candidate spots when looking for room on a surface
-WIPE_PASSES = 3
 WIPE_STROKE = 0.3  # metres of one wiping stroke across the surface
 CARRY_POINT = (0.18, 0.0, 0.5)  # arm frame: where the hand holds things while the base drives (over the base, above the counters)
 DRAWER_BACK = 0.15  # metres the base stands further back to push an open drawer shut
@@ -84,7 +84,7 @@ class HouseholdView(Protocol):
     def place_states(self) -> dict[str, dict[str, Any]]: ...
     def opening(self, place: str) -> float: ...
     def handle(self, place: str, inner: bool = False) -> np.ndarray: ...
-    def drive_articulation(self, place: str, open_: bool) -> None: ...
+    def drive_articulation(self, place: str, open_: bool, fraction: float = 1.0) -> None: ...
 
 
 class ArmFrameObjects:
@@ -186,10 +186,11 @@ class HouseholdSkills(SkillLibrary):
         return math.hypot(pose.x - x, pose.y - y) < AT_LOCATION and turn < 0.1
 
     def skill_move_to(  # type: ignore[override]
-        self, location: str = "", speed_factor: float = 0.5, across: float = 0.0, back: float = 0.0, **_: Any
+        self, location: str = "", speed_factor: float = 0.5, across: float = 0.0, back: float = 0.0, params: Tuning | None = None, **_: Any
     ) -> dict:
         """Drive to a named location with the arm stowed, at ``speed_factor`` of the base's top speed
-        (``across``: see :meth:`_pose_at`)."""
+        (the one in ``params`` when given; ``across``: see :meth:`_pose_at`)."""
+        speed_factor = params["speed_factor"] if params is not None else speed_factor
         self.layout.place(location)  # unknown: lists the known ones
         if not 0 < speed_factor <= self.profile.safety.max_speed_factor:
             raise LimitExceededError(
@@ -259,8 +260,8 @@ class HouseholdSkills(SkillLibrary):
         return self.layout.surface(place, self.view.opening(place) * float(drawer["travel"]) if drawer else 0.0)
 
     # ------------------------------------------------------------------ manipulation
-    def skill_grasp(self, object_name: str, hand: str = "right") -> dict:
-        """Drive to the object's place and pick it up."""
+    def skill_grasp(self, object_name: str, hand: str = "right", params: Tuning | None = None) -> dict:
+        """Drive to the object's place and pick it up (``params``: as the tabletop pick's)."""
         self._hand(hand)
         held = self._holding()
         if held:
@@ -275,21 +276,25 @@ class HouseholdSkills(SkillLibrary):
         if thing.inside:
             self._reachable_inside(thing.place, repr(object_name))
         self._work_at(thing.place, thing.position)
-        result = self.skill_pick(object_name)
+        result = self.skill_pick(object_name, self.parameters.tuning(params, "grasp"))
         self._stow()
         return result
 
-    def skill_place_object(self, location: str, hand: str = "right") -> dict:
-        """Put what the hand holds on a free spot of ``location`` (a place), or on an object."""
+    def skill_place_object(self, location: str, hand: str = "right", params: Tuning | None = None) -> dict:
+        """Put what the hand holds on a free spot of ``location`` (a place), or on an object, shifted by
+        ``params``' place offsets along and across the place's surface."""
         self._hand(hand)
         held = self._holding()
         if not held:
             raise NotHoldingError(f"the {hand} hand holds nothing; grasp(...) an object first")
+        p = self.parameters.tuning(params, "place_object")
+        shift = (p["place_offset_along"], p["place_offset_across"])
         things = self.view.things()
         if location in things and location != held:
             target = things[location]
             self._work_at(target.place, target.position)
-            return self.skill_place(target_name=location)
+            dx, dy = self._arm_shift(self.layout.surface(target.place), *shift)
+            return self.skill_place(target_name=location, params=Tuning({**p, "place_offset_x": dx, "place_offset_y": dy}, self.profile))
         place = self.layout.place(location)
         if place.hand is not None:
             raise InvalidArgumentError(f"cannot put things down on the {location}; hand them over with handover_object_to_human()")
@@ -297,7 +302,20 @@ class HouseholdSkills(SkillLibrary):
             self._reachable_inside(location, f"the spot for {held!r}")
         self._work_at(location)
         spot = self._free_spot(location, things[held])
-        return self.skill_place(target_point=tuple(self.to_arm(np.array([*spot, 0.0]))[:2]))
+        if any(shift):  # the free spot moved as asked, but not off the surface
+            surface, need = self._surface(location), float(max(things[held].size[:2])) / 2
+            along, across = np.add(surface_offset(surface, *spot), shift)
+            if abs(along) > surface.half_extents[0] - need or abs(across) > surface.half_extents[1] - need:
+                raise PlaceFailedError(f"place_offset_along={shift[0]:g}, place_offset_across={shift[1]:g} would put {held!r} "
+                                       f"over the edge of the {location}; use smaller offsets")
+            spot = surface_point(surface, float(along), float(across))
+        return self.skill_place(target_point=tuple(self.to_arm(np.array([*spot, 0.0]))[:2]), params=p)
+
+    def _arm_shift(self, surface: Surface, along: float, across: float) -> tuple[float, float]:
+        """A shift ``along``/``across`` a surface (see :func:`surface_point`) in the arm's frame."""
+        dx, dy = np.subtract(surface_point(surface, along, across), surface.centre)
+        yaw = self.base.pose().yaw
+        return math.cos(yaw) * dx + math.sin(yaw) * dy, -math.sin(yaw) * dx + math.cos(yaw) * dy
 
     def _free_spot(self, location: str, held: Thing) -> tuple[float, float]:
         """The free spot of the surface nearest to the robot, clear of the objects already there."""
@@ -357,7 +375,7 @@ class HouseholdSkills(SkillLibrary):
         return {}
 
     # ------------------------------------------------------------------ states
-    def _articulate(self, thing: str, open_: bool) -> dict:
+    def _articulate(self, thing: str, open_: bool, params: Tuning | None = None) -> dict:
         place = self.layout.place(thing) if thing in self.layout.places else None
         if place is None or not place.openable:
             openable = [p.name for p in self.layout.places.values() if p.openable]
@@ -366,8 +384,10 @@ class HouseholdSkills(SkillLibrary):
                 raise UnknownObjectError(f"unknown thing {thing!r}; openable here: {openable}")
             raise StateError(f"cannot {'open' if open_ else 'close'} {thing!r}: it is not openable (openable here: {', '.join(openable)})",
                              "not_openable", thing)
+        fraction = pull_fraction(thing, place.drawer, params) if open_ else 0.0
         is_open = bool(self.view.place_states().get(thing, {}).get("open", False))
-        if is_open == open_:
+        # a drawer pulled out only part of the way still counts as closed, and can still be pushed shut
+        if is_open == open_ and (open_ or self.view.opening(thing) < 0.05):
             raise StateError(f"the {thing} is already {'open' if open_ else 'closed'}", f"already_{'open' if open_ else 'closed'}", thing)
         if self._holding():
             verb = "open" if open_ else "close"
@@ -390,21 +410,21 @@ class HouseholdSkills(SkillLibrary):
         self._stage("reach handle", 0.3)
         self._move_joint_space(reach, self._reachable_yaw(0.0, [reach]))
         self._stage("pull" if open_ else "push", 0.5)
-        self.view.drive_articulation(thing, open_)
+        self.view.drive_articulation(thing, open_, fraction)
         self._stow()
         deadline, start = time.monotonic() + 20.0, self.arm.now()
         while self.arm.now() - start < 8.0:
             opening = self.view.opening(thing)
-            if (opening > 0.95) if open_ else (opening < 0.05):
+            if (opening > fraction - 0.05) if open_ else (opening < 0.05):
                 return {}
             if time.monotonic() > deadline:
                 break
             self.arm.sleep(0.05)
         raise MotionTimeoutError(f"the {thing} did not {'open' if open_ else 'close'} fully; check for something in the way, then retry")
 
-    def skill_open(self, thing: str) -> dict:
-        """Open a door or drawer (the fridge, the cupboard)."""
-        return self._articulate(thing, True)
+    def skill_open(self, thing: str, params: Tuning | None = None) -> dict:
+        """Open a door or drawer (the fridge, the cupboard); a drawer as far as ``params``' pull_distance."""
+        return self._articulate(thing, True, self.parameters.tuning(params, "open"))
 
     def skill_close(self, thing: str) -> dict:
         """Close a door or drawer."""
@@ -458,8 +478,10 @@ class HouseholdSkills(SkillLibrary):
             raise PlaceFailedError(f"the knife did not cut {object_name!r}; check that it lies on a surface, then retry")
         return {}
 
-    def skill_wipe(self, surface: str) -> dict:
-        """Wipe a surface (the table, the counter) with the sponge in the hand until it is clean."""
+    def skill_wipe(self, surface: str, params: Tuning | None = None) -> dict:
+        """Wipe a surface (the table, the counter) with the sponge in the hand until it is clean, in
+        ``params``' wipe_passes back-and-forth passes at its speed_factor."""
+        params = self.parameters.tuning(params, "wipe")
         place = self.layout.place(surface)
         if not place.cleanable:
             wipeable = [p.name for p in self.layout.places.values() if p.cleanable]
@@ -479,8 +501,8 @@ class HouseholdSkills(SkillLibrary):
         yaw = self._current_yaw()
         self._move_joint_space(np.array([*ends[0], z + 0.08]), yaw)
         self._move_line(np.array([*ends[0], z]), yaw, speed=0.2, guarded=True)
-        for k in range(2 * WIPE_PASSES):
-            self._move_line(np.array([*ends[(k + 1) % 2], z]), yaw, speed=0.3)
+        for k in range(2 * int(params["wipe_passes"])):
+            self._move_line(np.array([*ends[(k + 1) % 2], z]), yaw, speed=params["speed_factor"])
         self._move_line(np.array([*ends[0], z + 0.1]), yaw)
         self._stow()
         if self.view.place_states().get(surface, {}).get("clean") is False:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.skills.interfaces import ArmInterface, CancelToken, ObjectInfo, ObjectSource
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.skills.motion import JointTrajectory, SafetyLimits, time_path
+from teachbot.skills.parameters import SkillParameters, Tuning, offset_grasp
 from teachbot.skills.planning import PathPlanner
 
 Feedback = Callable[[str, float], None]
@@ -103,6 +104,7 @@ class SkillLibrary:
         self.kin = kinematics or KinematicsModel(profile)
         self.planner = PathPlanner(self.kin, np.array(profile.home))
         self.safety = SafetyLimits(profile.safety, self.kin.max_velocity, self.kin.lower, self.kin.upper)
+        self.parameters = SkillParameters.load(profile=profile)  # config/skill_parameters.yaml, this robot's world
         self.held: str = ""
         # height of the surface the arm works on, in its base frame: 0 at the tabletop; a mobile
         # manipulator sets it for the counter or shelf in front of it (transport heights are above it)
@@ -112,12 +114,22 @@ class SkillLibrary:
         self._feedback: Feedback = _no_feedback
 
     # ------------------------------------------------------------------ running
-    def run(self, skill: str, cancel: CancelToken | None = None, feedback: Feedback | None = None, **kwargs: object) -> SkillOutcome:
-        """Run the skill named ``skill``; robot-level failures come back as an unsuccessful outcome."""
+    def run(self, skill: str, cancel: CancelToken | None = None, feedback: Feedback | None = None,
+            parameter_names: Sequence[str] = (), parameter_values: Sequence[float] = (), **kwargs: object) -> SkillOutcome:
+        """Run the skill named ``skill``; robot-level failures come back as an unsuccessful outcome.
+
+        Its parameters (config/skill_parameters.yaml) come as ``parameter_names``/``parameter_values``
+        (a goal's fields) or as keywords; they are checked before anything moves."""
         fn = getattr(self, f"skill_{skill}", None)
         if fn is None:
             known = ", ".join(sorted(n[6:] for n in dir(self) if n.startswith("skill_")))
             return SkillOutcome(False, ErrorCode.INVALID_ARGUMENT, f"unknown skill {skill!r}; known: {known}", 0.0)
+        try:
+            params = self.parameters.from_call(skill, kwargs, parameter_names, parameter_values)
+        except TeachbotError as exc:
+            return SkillOutcome(False, exc.code, str(exc), 0.0, width=self.arm.gripper_width())
+        if params is not None:
+            kwargs["params"] = params
         self._cancel = cancel or CancelToken()
         self._feedback = feedback or _no_feedback
         start = time.monotonic()
@@ -175,8 +187,10 @@ class SkillLibrary:
         return f" (the robot {', '.join(done)})"
 
     # ------------------------------------------------------------------ skills
-    def skill_pick(self, object_name: str) -> dict:
-        """Grasp ``object_name`` from above and lift it to the transport height."""
+    def skill_pick(self, object_name: str, params: Tuning | None = None) -> dict:
+        """Grasp ``object_name`` from above and lift it to the transport height (``params``: see
+        config/skill_parameters.yaml)."""
+        p = self.parameters.tuning(params, "pick")
         obj = self._object(object_name)
         if obj.category == "bowl":
             raise GraspFailedError(f"cannot pick {obj.name!r}: bowls are fixed to the table; pick a block instead")
@@ -189,63 +203,67 @@ class SkillLibrary:
             raise GraspFailedError(
                 f"cannot pick {obj.name!r}: {', '.join(repr(n) for n in above_it)} rests on it; move that first"
             )
-        sk = self.profile.skills
         grasp = obj.position.copy()
         # the palm stays above a tall object's top and the fingertips above the surface under a flat one
         top, bottom = obj.position[2] + obj.size[2] / 2, obj.position[2] - obj.size[2] / 2
         grasp[2] = max(grasp[2], top - PALM_HEIGHT + GRASP_MARGIN, bottom + FINGERTIP_DEPTH + GRASP_MARGIN)
-        above = grasp + [0, 0, sk.approach_height]
-        lift = np.array([grasp[0], grasp[1], max(self.transport_z, grasp[2] + sk.approach_height)])
+        grasp[2] = offset_grasp(grasp[2], p["grasp_height_offset"], bottom + FINGERTIP_DEPTH, obj.name)
+        approach, speed = p["approach_height"], p["speed_factor"]
+        above = grasp + [0, 0, approach]
+        lift = np.array([grasp[0], grasp[1], max(self.transport_z, grasp[2] + approach)])
         yaw, period = _grasp_yaw(obj)
         yaw = self._reachable_yaw(yaw, [above, grasp, lift], period)
         self._stage("open", 0.05)
-        self._gripper(self.profile.gripper.max_width)
+        self._gripper(p["gripper_width"])
         self._stage("approach", 0.15)
-        self._move_joint_space(above, yaw, then=(grasp, lift))
+        self._move_joint_space(above, yaw, speed, then=(grasp, lift))
         self._stage("descend", 0.4)
-        self._move_line(grasp, yaw)
+        self._move_line(grasp, yaw, speed)
         self._stage("grasp", 0.55)
-        width = self._gripper(0.0)
+        width = self._gripper(0.0, p["gripper_force"])
         if width < self.profile.gripper.holding_min_width:
             self._gripper(self.profile.gripper.max_width)
-            self._move_line(above, yaw)
+            self._move_line(above, yaw, speed)
             raise GraspFailedError(
                 f"grasp of {obj.name!r} failed: the gripper closed on nothing; check get_obj_pos({obj.name!r}) and try again"
             )
         self.held = obj.name
         self._picked_from[obj.name] = obj.position[:2].copy()
         self._stage("lift", 0.8)
-        self._move_line(lift, yaw)
+        self._move_line(lift, yaw, speed)
         if self.arm.gripper_width() < self.profile.gripper.holding_min_width:
             self.held = ""
             raise GraspFailedError(f"{obj.name!r} slipped out of the gripper while lifting; try picking it again")
         self._stage("done", 1.0)
         return {"holding": True, "width": self.arm.gripper_width()}
 
-    def skill_place(self, target_name: str = "", target_point: tuple[float, float] | None = None) -> dict:
-        """Put the held object on ``target_name`` or, when that is empty, at the xy ``target_point``."""
+    def skill_place(self, target_name: str = "", target_point: tuple[float, float] | None = None, params: Tuning | None = None) -> dict:
+        """Put the held object on ``target_name`` or, when that is empty, at the xy ``target_point``
+        (``params``: see config/skill_parameters.yaml)."""
+        p = self.parameters.tuning(params, "place")
         self._refresh_held()
         if not self.held:
             raise NotHoldingError("not holding anything; pick an object first")
         held = self._object(self.held)
-        xy, rest_z, target_label, tolerance, floor_z = self._place_target(held, target_name, target_point)
-        sk = self.profile.skills
+        offset = np.array([p["place_offset_x"], p["place_offset_y"]])
+        xy, rest_z, target_label, tolerance, floor_z = self._place_target(held, target_name, target_point, offset)
+        sk, speed = self.profile.skills, p["speed_factor"]
         # the gripper holds the object this far above its centre (a tall one is held near its top)
         above_centre = float(np.clip(self.kin.fk(self.arm.joint_positions())[0][2] - held.position[2], 0.0, held.size[2] / 2))
         release = np.array([xy[0], xy[1], rest_z + sk.place_clearance + above_centre])
-        carry = np.array([xy[0], xy[1], max(self.transport_z, release[2] + sk.approach_height)])
+        carry = np.array([xy[0], xy[1], max(self.transport_z, release[2] + p["approach_height"])])
         self.safety.check_point(release, "place point")
         yaw, period = _grasp_yaw(held)
         yaw = self._reachable_yaw(yaw, [carry, release], period)
         self._stage("transport", 0.1)
-        self._move_joint_space(carry, yaw, then=(release, carry))
+        self._move_joint_space(carry, yaw, speed, then=(release, carry))
         self._stage("lower", 0.5)
-        self._move_line(release, yaw, guarded=True)
+        self._move_line(release, yaw, speed, guarded=True)
         self._stage("release", 0.7)
         self._gripper(self.profile.gripper.max_width)
         name, self.held = self.held, ""
         self._stage("retreat", 0.85)
-        self._move_line(carry, yaw)
+        self._move_line(carry, yaw, speed)
         self._stage("verify", 0.95)
         self._settle(sk.settle_time)
         placed = self._object(name)
@@ -260,8 +278,9 @@ class SkillLibrary:
             )
         return {}
 
-    def skill_put_first_on_second(self, object_name: str, target_name: str = "", target_point: tuple[float, float] | None = None) -> dict:
-        """Pick ``object_name`` and place it on ``target_name`` (or at ``target_point``)."""
+    def skill_put_first_on_second(self, object_name: str, target_name: str = "", target_point: tuple[float, float] | None = None,
+                                  params: Tuning | None = None) -> dict:
+        """Pick ``object_name`` and place it on ``target_name`` (or at ``target_point``), both with ``params``."""
         if target_name:
             self._object(target_name)  # fail on a bad target before moving anything
             if target_name == object_name:
@@ -271,9 +290,9 @@ class SkillLibrary:
         try:
             if self.held != object_name:
                 self._feedback = lambda stage, p: outer(stage, 0.5 * p)
-                self.skill_pick(object_name)
+                self.skill_pick(object_name, params)
             self._feedback = lambda stage, p: outer(stage, 0.5 + 0.5 * p)
-            return self.skill_place(target_name, target_point)
+            return self.skill_place(target_name, target_point, params)
         finally:
             self._feedback = outer
 
@@ -367,18 +386,18 @@ class SkillLibrary:
         return np.array(poses[name])
 
     def _place_target(
-        self, held: ObjectInfo, target_name: str, point: tuple[float, float] | None,
+        self, held: ObjectInfo, target_name: str, point: tuple[float, float] | None, offset: np.ndarray,
     ) -> tuple[np.ndarray, float, str, float, float]:
-        """xy of the place point, the height the held object's centre will rest at (on top of whatever
-        already lies there: a stack on a corner, blocks in a bowl), a label, the xy tolerance of the
-        check, and the lowest centre height that still counts as resting on the target."""
+        """xy of the place point (shifted by ``offset``), the height the held object's centre will rest
+        at (on top of whatever already lies there: a stack on a corner, blocks in a bowl), a label, the
+        xy tolerance of the check, and the lowest centre height that still counts as resting on the target."""
         half = held.size[2] / 2
         sk = self.profile.skills
         if target_name:
             if target_name == held.name:
                 raise PlaceFailedError(f"cannot put {held.name!r} on itself; name a different target")
             target = self._object(target_name)
-            xy = target.position[:2].copy()
+            xy = target.position[:2] + offset
             if target.category == "bowl":
                 floor = target.position[2] + BOWL_FLOOR
                 # in the bowl: within its radius less a quarter block, as the benchmark's 6 cm
@@ -389,7 +408,7 @@ class SkillLibrary:
             return xy, self._support_top(xy, held, top) + half, target.name, tolerance, top + half
         if point is None or len(point) < 2:
             raise InvalidArgumentError("place needs a target name or an [x, y] point")
-        xy = np.asarray(point[:2], float)
+        xy = np.asarray(point[:2], float) + offset
         floor = self.floor_z
         return xy, self._support_top(xy, held, floor) + half, f"({xy[0]:.3f}, {xy[1]:.3f})", sk.place_tolerance, floor + half
 
@@ -440,9 +459,10 @@ class SkillLibrary:
         x, y, z, w = quat
         return float(math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)) - self.profile.grasp_rpy[2])
 
-    def _gripper(self, width: float) -> float:
-        """Command a width, wait until the fingers have stopped (on the arm's clock), return the width."""
-        self.arm.send_gripper(width, self.profile.gripper.effort)
+    def _gripper(self, width: float, force: float = 0.0) -> float:
+        """Command a width (with ``force``, or the profile's effort), wait until the fingers have
+        stopped (on the arm's clock), return the width."""
+        self.arm.send_gripper(width, force or self.profile.gripper.effort)
         deadline = _Deadline(self.arm, 2.0 + self.profile.skills.motion_timeout_margin)
         samples: list[tuple[float, float]] = []
         while not deadline.expired():
