@@ -57,7 +57,8 @@ def test_registry_generates_the_import_block_for_both_profiles():
             "handover_object_to_human", "open", "close", "toggle", "slice", "wipe", "get_object_state", "check_action", "say", "ask",
             "wait_for_trigger", "learn_from_interaction"} == set(household.names)
     block = tabletop.import_block()
-    assert "def put_first_on_second(obj_name: str, target: str | list[float]) -> str:" in block
+    assert "def put_first_on_second(obj_name: str, target: str | list[float], **params: float) -> str:" in block
+    assert "def open(thing: str, *, pull_distance: float = 0.32) -> str:" in household.import_block()
     assert all(f"def {name}(" in block for name in tabletop.names)
 
 

@@ -8,16 +8,21 @@ already has a /sim and a /skills node, and a second pair refuses to start next t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.nodeset import node_set
+from teachbot.robot_profile import RobotProfile
+from teachbot.skills.kinematics import KinematicsModel
+from teachbot.skills.library import FINGERTIP_DEPTH, GRASP_MARGIN, PALM_HEIGHT
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -45,6 +50,17 @@ def _household_stack():
 
 def truth(client):
     return {o.name: o for o in client.world_state().objects}
+
+
+def held_below_hand(client, stack, name):
+    """How far the centre of the held ``name`` hangs below the grasp point of the hand, and its height."""
+    state = client.world_state()
+    joints = dict(zip(state.joints.name, state.joints.position))
+    profile = RobotProfile.load("household_sim")
+    hand = KinematicsModel(profile).fk(np.array([joints[j] for j in profile.arm_joints]))[0]
+    origin = stack.node("sim").world.layout.base.arm_origin(joints["base_x"], joints["base_y"], joints["base_yaw"])
+    thing = {o.name: o for o in state.objects}[name]
+    return float(origin[2] + hand[2] - thing.pose.position.z), thing.size.z
 
 
 def states(stack):
@@ -82,7 +98,8 @@ def scenario_fetch_and_hand_over_through_the_actions(household):
 def scenario_fridge_and_wiping_through_the_actions(household):
     client = household.client
     assert client.reset(seed=0).success
-    for name, fields in (("open", {"thing": "fridge"}), ("grasp", {"object_name": "sponge"}), ("wipe", {"surface": "table"})):
+    wipe_once = {"surface": "table", "wipe_passes": 1}  # a skill parameter: the client sends it in the goal's parameter fields
+    for name, fields in (("open", {"thing": "fridge"}), ("grasp", {"object_name": "sponge"}), ("wipe", wipe_once)):
         handle = client.send(name, **fields)
         result = handle.result(120)
         assert result.success, f"{name}: {result.message} (stages {handle.feedback})"
@@ -103,7 +120,14 @@ def scenario_the_console_api_over_ros(household):
 
     robot = HouseholdRobot(Skills(), objects, lambda: states(household), DialogChannel(timeout=1.0)).functions()
     assert robot["list_objects"]()[:5] == ["apple juice", "orange juice", "red cup", "blue cup", "sponge"]
-    assert robot["grasp"]("red cup") == "success"
+    before = list(client.world_state().joints.position)
+    with pytest.raises(ValueError, match=re.escape("grasp_height_offset=0.2 is outside its safe range [-0.03, 0.05] m")):
+        robot["grasp"]("red cup", grasp_height_offset=0.2)  # refused by the skills node, before anything moves
+    assert list(client.world_state().joints.position) == pytest.approx(before, abs=2e-3)
+    assert robot["grasp"]("red cup", grasp_height_offset=-0.02) == "success"
+    below, height = held_below_hand(client, household, "red cup")
+    default = max(0.0, height / 2 - PALM_HEIGHT + GRASP_MARGIN, -height / 2 + FINGERTIP_DEPTH + GRASP_MARGIN)
+    assert below == pytest.approx(default - 0.02, abs=0.006)  # gripped 2 cm lower down the cup
     with pytest.raises(RuntimeError, match="already holds 'red cup'"):
         robot["grasp"]("blue cup")
     with pytest.raises(ValueError, match="unknown location 'kitchen'"):

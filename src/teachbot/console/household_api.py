@@ -14,6 +14,7 @@ from teachbot.console.dialog import DialogChannel
 from teachbot.console.tabletop_api import ARGUMENT_ERRORS, SkillCaller
 from teachbot.errors import ErrorCode
 from teachbot.sim.household_layout import HouseholdLayout
+from teachbot.skills.parameters import call_fields
 
 SKILL_FUNCTIONS = {  # console name -> (skill, its argument's field)
     "move_to": ("move_to", "location"),
@@ -83,16 +84,19 @@ class HouseholdRobot:
         return self._call("handover_object_to_human", hand=hand)
 
     def _skill_function(self, name: str, skill: str, field: str) -> Callable[..., str]:
+        """The console function ``name``: its target, its plain arguments (move_to's speed_factor, a
+        hand), and any other keywords as the skill's parameters (config/skill_parameters.yaml), which
+        the skill checks: an unknown or out-of-range one comes back as a ValueError naming the range."""
         def call(target: str, *args: Any, **kwargs: Any) -> str:
             if not isinstance(target, str):
                 raise TypeError(f"{name}() takes a name as its first argument, got {type(target).__name__}")
-            extra = dict(zip(("speed_factor",) if name == "move_to" else ("hand",), args))
-            extra.update(kwargs)
-            allowed = {"speed_factor"} if name == "move_to" else {"hand"} if name in ("grasp", "place_object") else set()
-            unknown = sorted(set(extra) - allowed)
-            if unknown:
-                raise TypeError(f"{name}() got an unexpected argument {unknown[0]!r}")
-            return self._call(skill, **{field: target}, **extra)
+            plain = ("speed_factor",) if name == "move_to" else ("hand",) if name in ("grasp", "place_object") else ()
+            if len(args) > len(plain):
+                raise TypeError(f"{name}() takes {len(plain) + 1} positional argument{'s' if plain else ''}; give parameters by name")
+            extra = dict(zip(plain, args))
+            for key in [k for k in kwargs if k in plain]:
+                extra[key] = kwargs.pop(key)
+            return self._call(skill, **{field: target}, **extra, **call_fields(kwargs))
 
         call.__name__ = name
         return call

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from teachbot.console.dialog import DialogChannel
 from teachbot.errors import ErrorCode
 from teachbot.sim.scene import TabletopConfig
+from teachbot.skills.parameters import call_fields
 
 # skill error codes that are the caller's mistake: the console shows them as ValueError
 ARGUMENT_ERRORS = {ErrorCode.UNKNOWN_OBJECT, ErrorCode.OUT_OF_WORKSPACE, ErrorCode.INVALID_ARGUMENT, ErrorCode.LIMIT_EXCEEDED}
@@ -73,8 +74,9 @@ class TabletopRobot:
             raise ValueError(f"denormalize_xy takes values in [0, 1], got {[u, v]}")
         return [round(x0 + u * (x1 - x0), 4), round(y0 + v * (y1 - y0), 4)]
 
-    def put_first_on_second(self, obj_name: str, target: str | Sequence[float]) -> str:
-        fields: dict[str, Any] = {"object_name": obj_name}
+    def put_first_on_second(self, obj_name: str, target: str | Sequence[float], **parameters: float) -> str:
+        """Pick and place; keyword ``parameters`` are the skill's (config/skill_parameters.yaml), checked by the skill."""
+        fields: dict[str, Any] = {"object_name": obj_name, **call_fields(parameters)}
         if isinstance(target, str) and target in self.table.named_points and target not in self._objects():
             fields["target_point"] = list(self.table.named_points[target])
         elif isinstance(target, str):

@@ -20,10 +20,11 @@ from std_msgs.msg import Bool
 from teachbot_interfaces.msg import SkillResult
 from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
-from teachbot.errors import ControllerError, MotionTimeoutError
+from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
 from teachbot.robot_profile import RobotProfile
+from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
 
@@ -102,7 +103,9 @@ class SkillClient:
                         raise ControllerError(f"skill servers/services discovered but not answering after {timeout:.0f} s") from None
 
     def send(self, name: str, timeout: float = 5.0, **fields: Any) -> SkillHandle:
-        """Send a goal; returns once the server has accepted it."""
+        """Send a goal; returns once the server has accepted it. A keyword that is not a field of the
+        goal is a skill parameter (config/skill_parameters.yaml): it travels in parameter_names and
+        parameter_values, where the skills node checks it."""
         client = self._clients[name]
         if not client.server_is_ready() and not client.wait_for_server(timeout_sec=DISCOVERY_GRACE):
             raise ControllerError(
@@ -114,6 +117,18 @@ class SkillClient:
             target = HOUSEHOLD_FIELDS[name][0]
             if target and target in fields:
                 fields = {**{k: v for k, v in fields.items() if k != target}, "target": fields[target]}
+        names, values = list(fields.pop(NAMES_FIELD, [])), [float(v) for v in fields.pop(VALUES_FIELD, [])]
+        for key in [k for k in fields if k not in goal.get_fields_and_field_types()]:
+            value = fields.pop(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgumentError(f"{key!r} is neither a field of the {name} goal nor a skill parameter (a number)")
+            names.append(key)
+            values.append(float(value))
+        if names and hasattr(goal, NAMES_FIELD):
+            setattr(goal, NAMES_FIELD, names)
+            setattr(goal, VALUES_FIELD, values)
+        elif names:
+            raise InvalidArgumentError(f"skill {name} takes no parameters; got {', '.join(names)}")
         for key, value in fields.items():
             if key in ("target_point", "position"):
                 point = getattr(goal, key)

@@ -6,7 +6,9 @@ obeys the emergency stop topic (std_msgs/Bool: true cancels every goal and holds
 Actions: skills/{pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait}; for a
 household profile instead skills/{move_to, grasp, place_object, handover_object_to_human, open, close,
 toggle, slice, wipe} (HouseholdSkill), the base driven through its virtual joints on the same
-controller topic. Service skills/release_handover.
+controller topic. Service skills/release_handover. Skill parameters (config/skill_parameters.yaml)
+travel in the goals' parameter_names/parameter_values; a bad one is an INVALID_ARGUMENT result and
+nothing moves.
 """
 
 from __future__ import annotations
@@ -157,12 +159,18 @@ class RosObjects:
             self._updated.wait(timeout)
 
 
+def _parameters(goal: Any) -> dict[str, list]:
+    """The skill parameters a goal carries (config/skill_parameters.yaml), as SkillLibrary.run takes them."""
+    return {"parameter_names": [str(n) for n in goal.parameter_names], "parameter_values": [float(v) for v in goal.parameter_values]}
+
+
 # action type, skill name, goal -> keyword arguments of the skill
 SKILLS: dict[str, tuple[type, Callable[[Any], dict[str, Any]]]] = {
-    "pick": (Pick, lambda g: {"object_name": g.object_name}),
-    "place": (Place, lambda g: {"target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y)}),
+    "pick": (Pick, lambda g: {"object_name": g.object_name, **_parameters(g)}),
+    "place": (Place, lambda g: {"target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y), **_parameters(g)}),
     "put_first_on_second": (PutFirstOnSecond, lambda g: {
-        "object_name": g.object_name, "target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y)}),
+        "object_name": g.object_name, "target_name": g.target_name, "target_point": (g.target_point.x, g.target_point.y),
+        **_parameters(g)}),
     "handover": (Handover, lambda g: {"object_name": g.object_name, "timeout": g.timeout}),
     "move_to": (MoveTo, lambda g: {
         "pose_name": g.pose_name, "position": (g.position.x, g.position.y, g.position.z), "speed_factor": g.speed_factor}),
@@ -191,6 +199,7 @@ def _household_kwargs(name: str, hands: tuple[str, ...]) -> Callable[[Any], dict
 
     def to_kwargs(goal: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {target: goal.target} if target else {}
+        kwargs.update(_parameters(goal))
         if _HAND in extras:
             kwargs["hand"] = goal.hand or hands[0]
         if "speed_factor" in extras:
