@@ -50,11 +50,12 @@ class Running:
         return self
 
     def __exit__(self, *exc):
-        for node in self.nodes:
-            getattr(node, "close", lambda: None)()
+        # as InProcessStack.stop: stop spinning before the nodes close (an action client destroyed while the
+        # executor waits on it is an error in the spin thread)
         self.executor.shutdown(timeout_sec=2.0)
         self.thread.join(timeout=2.0)
         for node in self.nodes:
+            getattr(node, "close", lambda: None)()
             node.destroy_node()
 
 
