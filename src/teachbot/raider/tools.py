@@ -149,10 +149,9 @@ class GroundedTools:
         """The name of what the hand holds, '' for nothing."""
         if self._held is not None:
             return self._held()
-        for name in self._names():
-            if self.queries.state(name).get("held") == "True":
-                return name
-        return ""
+        # what the simulator or the gripper reports (the scene model's known state), without computing
+        # every object's supports as queries.state() would
+        return next((o.name for o in self.queries.scene.objects() if o.state.get("held") == "True"), "")
 
     def robot_holding(self) -> str:
         held = self.held()
@@ -198,9 +197,7 @@ class GroundedTools:
         """The arm's base and heading with the base standing at ``place``'s location."""
         assert self.layout is not None
         x, y, yaw = self.layout.location_pose(place)
-        m = np.asarray(self.queries.rel.robot_base, float)
-        c, s = math.cos(yaw), math.sin(yaw)
-        return np.array([x + c * m[0] - s * m[1], y + s * m[0] + c * m[1], m[2]]), yaw
+        return self.layout.base.arm_origin(x, y, yaw), yaw
 
     def _reach_from(self, name: str, arm: np.ndarray, yaw: float) -> tuple[float, str]:
         """Distance from the arm's base at ``arm`` (heading ``yaw``) to ``name``, and why the skills' workspace
