@@ -2,15 +2,16 @@
 
 The static part comes first so that providers' prefix caching applies: base prompt (role, rules and
 the robot API; byte-identical for a profile, sent as the system message by chat backends, see
-``SYSTEM_END``), then the examples (fixed while the instructions do not change), then the current
-transcript, ending with ``>>> ``. Each step's prompt therefore starts with the previous step's prompt
-until the person says something new. With a ``TokenBudget`` the prompt is trimmed to fit the model's
-context (teachbot.console.budget).
+``SYSTEM_END``), then the "What I know" block of distilled knowledge and the examples (both fixed while
+the instructions do not change), then the current transcript, ending with ``>>> ``. Each step's prompt
+therefore starts with the previous step's prompt until the person says something new. With a
+``TokenBudget`` the prompt is trimmed to fit the model's context (teachbot.console.budget).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -75,12 +76,15 @@ class PromptBuilder:
     k: int = 16
     budget: TokenBudget | None = None
     last_trim: TrimReport = field(default_factory=TrimReport)  # what the newest build() trimmed
+    knowledge: Callable[[list[str]], str] | None = None  # instructions -> the "What I know" block ('' for none)
+    last_block: str = ""  # the block the newest build() showed
 
     @classmethod
     def for_profile(
-        cls, api: RobotApi, examples: ExampleSource | None = None, k: int = 16, budget: TokenBudget | None = None
+        cls, api: RobotApi, examples: ExampleSource | None = None, k: int = 16, budget: TokenBudget | None = None,
+        knowledge: Callable[[list[str]], str] | None = None,
     ) -> PromptBuilder:
-        return cls(api, load_prompt(f"console_{api.profile}.txt"), examples, k, budget)
+        return cls(api, load_prompt(f"console_{api.profile}.txt"), examples, k, budget, knowledge=knowledge)
 
     def base(self) -> str:
         """The static part: role, rules and the robot API (the chat backends' system message)."""
@@ -89,8 +93,10 @@ class PromptBuilder:
     def build(self, transcript: Transcript) -> str:
         """The prompt for the next statement, trimmed to the budget (raises PromptTooLong if it cannot fit)."""
         examples: list[str] = []
+        instructions = transcript.instructions()
         if self.examples is not None and self.k > 0:
-            examples = self.examples.examples(self.api.profile, transcript.instructions(), self.k)
+            examples = self.examples.examples(self.api.profile, instructions, self.k)
+        self.last_block = self.knowledge(instructions).strip() if self.knowledge is not None else ""
         entries = list(transcript.entries)
         prompt = self._render(examples, entries)
         self.last_trim = TrimReport()
@@ -123,6 +129,8 @@ class PromptBuilder:
 
     def _render(self, examples: list[str], entries: list[Entry]) -> str:
         parts = [self.base(), SYSTEM_END]
+        if self.last_block:  # distilled knowledge: short, kept when examples are trimmed
+            parts.append(f"\n{self.last_block}\n")
         parts += [f"\n{EXAMPLE_HEADER}\n{text.rstrip()}\n" for text in examples]
         parts.append(f"\n{CURRENT_HEADER}\n")
         rendered = Transcript(entries).render()

@@ -6,6 +6,10 @@ fences, prose, reasoning preambles, echoed prompts, invented output); its first 
 of them, in order, with ``run_all_statements``). With a streaming backend the reply is closed as soon
 as the first statement is complete.
 
+When the person speaks after the robot acted, an optional correction hook (the DROC correction
+handler, teachbot.knowledge.correction) may add a note to the transcript and re-run the corrected skill
+call with adjusted parameters, typed by the console itself (not counted as a round).
+
 Stops after ``max_rounds`` statements, after ``max_consecutive_errors`` errors of one kind in a row,
 when the model repeats one statement ``loop_repeats`` times in a row with the same result, when a
 ``wait_for_trigger()`` the model wrote finds nobody there, or when the dialog ends. Undefined
@@ -25,7 +29,7 @@ from teachbot.console.completion import syntax_error
 from teachbot.console.prompt import PromptBuilder, load_prompt
 from teachbot.console.reply import Reply, code_block, first_statement_complete, read_reply
 from teachbot.console.sandbox import RunResult, SandboxExecutor
-from teachbot.console.transcript import Entry, Transcript
+from teachbot.console.transcript import Entry, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Completion, Model
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
@@ -46,6 +50,17 @@ class SessionConfig:
     def from_config(cls, raw: dict[str, Any]) -> SessionConfig:
         fields = cls.__dataclass_fields__
         return cls(**{k: (bool(v) if fields[k].type in (bool, "bool") else int(v)) for k, v in raw.items() if k in fields})
+
+
+@dataclass(frozen=True)
+class CorrectionStep:
+    """What the correction hook adds after the person's words: a note line and a statement to re-run ('' for none)."""
+
+    note: str = ""
+    statement: str = ""
+
+
+CorrectionHook = Callable[[str, Transcript], CorrectionStep | None]
 
 
 @dataclass
@@ -69,8 +84,10 @@ class ConsoleSession:
         function_model: Model | None = None,
         config: SessionConfig | None = None,
         on_entry: Callable[[Entry], None] | None = None,
+        corrections: CorrectionHook | None = None,
     ) -> None:
         self.executor = executor
+        self.corrections = corrections
         self.model = model
         self.function_model = function_model
         self.prompts = prompts
@@ -148,7 +165,27 @@ class ConsoleSession:
             self._after(source, text, result.error_type or "")
             if result.error or self.stop_reason:
                 break  # the rest of the reply was written for a world where this worked
+            if "wait_for_trigger" in undefined_calls(source, set()) and self._correct():
+                break  # the rest of the reply was written before the person spoke
         return outcome
+
+    def _correct(self) -> bool:
+        """Run the correction hook on the person's newest words (not their first request); True when it acted."""
+        said = person_outputs(self.transcript.entries)
+        last = len(self.transcript.entries) - 1
+        if self.corrections is None or len(said) < 2 or last not in said:
+            return False
+        step = self.corrections(utterance_text(self.transcript.entries[last].text), self.transcript)
+        if step is None or not (step.note or step.statement):
+            return False
+        self._output(step.note)
+        if step.statement:
+            self._code(step.statement)
+            result = self.executor.run(step.statement)
+            self._output("\n".join([*result.outputs, *([result.error] if result.error else [])]))
+            if result.error_type == SESSION_END:
+                self.stop_reason = "the person ended the session"
+        return True
 
     def _after(self, source: str, output: str, error_type: str) -> None:
         self._errors = [*self._errors, error_type] if error_type else []

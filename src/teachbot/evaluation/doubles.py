@@ -41,7 +41,7 @@ def current_transcript(prompt: str) -> Transcript:
 def prompt_examples(prompt: str) -> list[Transcript]:
     """The example interactions of a console prompt, in prompt order."""
     between = prompt.split(SYSTEM_END, 1)[-1].split(CURRENT_HEADER, 1)[0]
-    chunks = [c.strip() for c in between.split(EXAMPLE_HEADER) if c.strip()]
+    chunks = [c.strip() for c in between.split(EXAMPLE_HEADER)[1:] if c.strip()]  # [0]: the knowledge block, if any
     return [Transcript.parse("\n".join(line for line in c.splitlines() if not line.startswith("# "))) for c in chunks]
 
 

@@ -20,8 +20,8 @@ from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import ExampleSource, PromptBuilder
 from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
-from teachbot.console.session import QUIET_PREFIX, ConsoleSession, SessionConfig
-from teachbot.console.transcript import Entry
+from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
+from teachbot.console.transcript import Entry, Transcript
 from teachbot.interaction.learning import Learner, LearnRequest
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
@@ -57,6 +57,12 @@ class InteractionCore:
     ``robot_functions`` implement the profile's API (``learn_from_interaction`` is the core's own);
     ``on_entry(episode_id, entry, first_line)`` sees every transcript entry; ``say`` speaks to the
     person; ``log`` takes one-line notices; ``scene_objects`` names what the robot knows now.
+
+    Distilled knowledge (DROC): ``knowledge`` (a ConsoleKnowledge) puts the "What I know" block in the
+    prompt and gives parameterised skill functions their learned defaults; ``corrections`` (a
+    CorrectionHandler) reads the person's words after the robot acted as a plan- or skill-level
+    correction. An episode with corrections that did not call ``learn_from_interaction()`` ends with the
+    learner distilling knowledge from it (``Learner.distill``), when the learner can.
     """
 
     def __init__(
@@ -76,25 +82,31 @@ class InteractionCore:
         on_entry: Callable[[str, Entry, int], None] | None = None,
         log: Callable[[str], None] = lambda _line: None,
         prices: PriceTable | None = None,
+        knowledge: Any = None,
+        corrections: Any = None,
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
+        self.knowledge, self.corrections = knowledge, corrections
         self.config = config or CoreConfig()
         self.learner, self.scene_objects, self.log = learner, scene_objects, log
         self.on_entry = on_entry or (lambda _episode, _entry, _first: None)
         self.budget = TokenBudget(self.config.context_tokens, self.config.reserve_tokens)
-        self.prompts = PromptBuilder.for_profile(api, examples, self.config.examples_k, self.budget)
+        self.prompts = PromptBuilder.for_profile(api, examples, self.config.examples_k, self.budget,
+                                                 knowledge=self._knowledge_block if knowledge is not None else None)
         self.meter = UsageMeter(prices if prices is not None else PriceTable.load())
         for role, each in (("interaction", model), ("function_generation", function_model)):
             add = getattr(each, "add_listener", None)
             if add is not None:
                 add(self._listener(role, each))
-        functions = dict(robot_functions)
+        functions = knowledge.wrap(robot_functions) if knowledge is not None else dict(robot_functions)
         functions["learn_from_interaction"] = self.learn_from_interaction
         self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill)
         self.episode_id = ""
         self.session: ConsoleSession | None = None
         self.episodes = 0
         self._lines = 0
+        self._corrected = False  # this episode had a correction the handler recognised
+        self._learned = False  # this episode called learn_from_interaction()
         self._stopping = threading.Event()
 
     def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
@@ -125,9 +137,13 @@ class InteractionCore:
         self.sandbox.reset()
         self.meter.reset()
         self._lines = 0
+        self._corrected = self._learned = False
+        if self.knowledge is not None:
+            self.knowledge.forget()
         self.session = ConsoleSession(
             self.sandbox, self.model, self.prompts, function_model=self.function_model,
             config=self.config.session, on_entry=self._entry,
+            corrections=self._correct if self.corrections is not None else None,
         )
         try:
             reason = self.session.run(should_stop=self._stopping.is_set)
@@ -143,6 +159,8 @@ class InteractionCore:
         else:
             if reason != ENDED and not reason.startswith(QUIET_PREFIX):
                 self._say(f"I stopped: {reason}. Please tell me again what to do.")
+        if self._corrected and not self._learned:
+            self._distill()
         self.episodes += 1
         usage = self.meter.summary_line()
         self.log(f"episode {self.episode_id} ended: {reason}; {usage}")
@@ -157,25 +175,69 @@ class InteractionCore:
         """Speak even when the dialog is closed (the person may still be listening on the topic)."""
         self.dialog.on_say(text)
 
+    # ------------------------------------------------------------------ knowledge
+    def _objects_now(self) -> list[str]:
+        try:
+            return list(self.scene_objects())
+        except Exception:  # noqa: BLE001 - no object list yet: the block goes by the words alone
+            return []
+
+    def _knowledge_block(self, instructions: list[str]) -> str:
+        return self.knowledge.block(instructions, self._objects_now()) if instructions else ""
+
+    def _correct(self, utterance: str, transcript: Transcript) -> CorrectionStep | None:
+        """The correction handler on the person's words after the robot acted (see ConsoleSession)."""
+        handler = self.corrections
+        if not handler.last_calls(transcript):
+            return None  # nothing was done that the words could correct: the LLM reads them as they are
+        try:
+            correction = handler.handle(utterance, transcript)
+        except Exception as exc:  # noqa: BLE001 - the handler falls back itself; a bug must not end the episode
+            self.log(f"the correction handler failed ({type(exc).__name__}: {exc}); the words go to the LLM as they are")
+            return None
+        if not correction.is_correction or correction.level == "none":
+            return None
+        self._corrected = True
+        self.log(f"episode {self.episode_id}: {correction.note}")
+        return CorrectionStep(correction.note, correction.statement if correction.level == "skill" else "")
+
+    def _distill(self) -> None:
+        """The end of a task with corrections: the learner distils knowledge from it (when it can)."""
+        distill = getattr(self.learner, "distill", None)
+        if distill is None or self.session is None:
+            return
+        request = self._learn_request(self.config.learn_deadline)
+        try:
+            reply = distill(request, timeout=self.config.learn_deadline + LEARN_GRACE)
+        except Exception as exc:  # noqa: BLE001 - distilling is a bonus: log and go on
+            self.log(f"episode {self.episode_id}: no knowledge distilled: {type(exc).__name__}: {exc}")
+            return
+        self.log(f"episode {self.episode_id}: knowledge {'distilled' if reply.stored else 'not distilled'}: {reply.message}")
+        if reply.stored and self.knowledge is not None:
+            self.knowledge.forget()
+
+    def _learn_request(self, deadline: float) -> LearnRequest:
+        objects = tuple(self._objects_now())
+        session = self.session
+        return LearnRequest(self.api.profile, self.episode_id, session.transcript.render() if session else "",
+                            objects, time.time() + deadline)
+
     # ------------------------------------------------------------------ learning
     def learn_from_interaction(self) -> str | None:
         """Send this episode's transcript to the learner; say what will be done differently."""
         if self.learner is None:
             raise NotAvailableError("learn_from_interaction() is not available: no improvement node is configured")
-        try:
-            objects = tuple(self.scene_objects())
-        except NotAvailableError:
-            objects = ()
         deadline = self.config.learn_deadline
-        session = self.session
-        request = LearnRequest(self.api.profile, self.episode_id, session.transcript.render() if session else "",
-                               objects, time.time() + deadline)
+        request = self._learn_request(deadline)
+        self._learned = True
         try:
             reply = self.learner.improve(request, timeout=deadline + LEARN_GRACE)
         except TimeoutError:
             raise TimeoutError(f"learning took longer than {deadline:g} s and was cancelled; nothing was stored") from None
         if not reply.stored:
             return f"nothing learned: {reply.message}"
+        if self.knowledge is not None:
+            self.knowledge.forget()
         message = reply.message
         self.dialog.say(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}")
         return None
