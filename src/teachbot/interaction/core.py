@@ -94,7 +94,8 @@ class InteractionCore:
         self.prompts = PromptBuilder.for_profile(api, examples, self.config.examples_k, self.budget,
                                                  knowledge=self._knowledge_block if knowledge is not None else None)
         self.meter = UsageMeter(prices if prices is not None else PriceTable.load())
-        for role, each in (("interaction", model), ("function_generation", function_model)):
+        for role, each in (("interaction", model), ("function_generation", function_model),
+                           ("correction", getattr(corrections, "model", None))):
             add = getattr(each, "add_listener", None)
             if add is not None:
                 add(self._listener(role, each))

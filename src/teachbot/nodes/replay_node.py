@@ -46,7 +46,7 @@ from teachbot.ros_env import configure_loopback
 
 # the topic each LLM role's completions are published on (and recorded from)
 ROLE_TOPICS = {"interaction": "interaction/completions", "function_generation": "interaction/completions",
-               "improvement": "improvement/completions"}
+               "correction": "interaction/completions", "improvement": "improvement/completions"}
 SERVICE_WAIT = 10.0  # seconds for the simulator's services
 SETTLE = 2.0  # seconds for messages still in flight on other topics once the person has left
 

@@ -132,6 +132,7 @@ class ConsoleStack:
         interaction_model: Model,
         function_model: Model,
         improvement_model: Model | None = None,
+        correction_model: Model | None = None,
         real_time_factor: float | None = None,
         camera: bool = False,
         camera_rate: float = 2.0,
@@ -140,7 +141,7 @@ class ConsoleStack:
     ) -> None:
         self.spec = spec
         self.models = {"interaction": interaction_model, "function_generation": function_model,
-                       "improvement": improvement_model}
+                       "improvement": improvement_model, "correction": correction_model}
         self.real_time_factor = spec.real_time_factor if real_time_factor is None else real_time_factor
         self.camera, self.camera_rate = camera, camera_rate
         self.cache_dir = cache_dir or default_cache_dir()
@@ -213,7 +214,7 @@ class ConsoleStack:
         local = {"memory": str(self.memory.store.learned_dir)} if self.memory is not None else {}
         self.interaction_manager = InteractionManagerNode(
             interaction_model=self.models["interaction"], function_model=self.models["function_generation"],
-            **local, **self.spec.interaction)
+            correction_model=self.models["correction"], **local, **self.spec.interaction)
         self.stack.add_node(self.interaction_manager)
         return self.interaction_manager
 

@@ -24,7 +24,7 @@ from teachbot.recording.compare import POSITION_TOLERANCE, Difference, compare_s
 from teachbot.recording.console_stack import ConsoleStack, run_conversation
 from teachbot.recording.replay_model import Divergence, ReplayModel
 
-ROLES = ("interaction", "function_generation", "improvement")
+ROLES = ("interaction", "function_generation", "improvement", "correction")
 
 
 @dataclass
@@ -90,7 +90,8 @@ def replay(
 
     models = {role: ReplayModel(role, recorded.completions_for(role), on_divergence) for role in ROLES}
     console = ConsoleStack(recorded.spec, interaction_model=models["interaction"], function_model=models["function_generation"],
-                           improvement_model=models["improvement"], real_time_factor=real_time_factor, camera=camera)
+                           improvement_model=models["improvement"], correction_model=models["correction"],
+                           real_time_factor=real_time_factor, camera=camera)
     scratch = tempfile.TemporaryDirectory(prefix="teachbot-replay-") if out is None else None
     replay_bag = Path(scratch.name) / "replay" if scratch else Path(out)
     try:
