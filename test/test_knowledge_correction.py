@@ -1,0 +1,307 @@
+"""DROC's correction handler (teachbot.knowledge.correction, .grounding): plan- vs skill-level, the history
+a correction depends on, grounding "a bit higher" in the object's scale and the declared ranges, the
+re-run statement, the transcript note, and the safe plan-level fallback for every model failure.
+
+The scripted models answer from the prompt: they read the person's words and the last skill call out of
+it, so a prompt that loses either fails these tests; their answers come in the styles real models use
+(bare JSON, fenced, prose around it, <think> reasoning first, Python-literal quotes)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from teachbot.console.registry import RobotApi
+from teachbot.errors import ConfigError
+from teachbot.knowledge.correction import NOTE_PREFIX, Correction, CorrectionConfig, CorrectionHandler, SkillCall
+from teachbot.knowledge.grounding import Grounded, ground, resolve
+from teachbot.llm.base import LLMError
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.robot_profile import RobotProfile
+from teachbot.skills.parameters import SkillParameters
+
+ROOT = Path(__file__).resolve().parents[1]
+STYLES = ("bare", "fenced", "prose", "think", "python")
+NOT_A_CORRECTION = {"correction": False, "level": "none", "history": "none", "skill": "", "object": "", "parameter": "",
+                    "direction": "", "amount": "", "value": None, "constraint": ""}
+SIZES = {"red cup": (0.08, 0.08, 0.08), "apple": (0.08, 0.08, 0.08), "milk": (0.07, 0.07, 0.18),
+         "red block": (0.04, 0.04, 0.04)}
+
+
+# ---------------------------------------------------------------------------------------------- doubles
+def styled(answer: Mapping[str, Any], style: str) -> str:
+    """``answer`` written the way some real model writes it."""
+    text = json.dumps(answer)
+    return {
+        "bare": text,
+        "fenced": f"```json\n{text}\n```",
+        "prose": f"The person is not happy with the last action. My answer:\n{text}\nI hope this helps.",
+        "think": "<think>The person says something about the last call. Is it {a skill} or a plan issue? "
+                 f"Probably the skill.</think>\n{text}",
+        "python": repr(dict(answer)),
+    }[style]
+
+
+def reader(rules: Mapping[str, Mapping[str, Any]], style: str = "bare") -> Callable[[str], str]:
+    """A model's ``respond``: the first rule whose key is in the utterance the prompt shows gives the answer;
+    a skill-level answer names the skill and object of the prompt's last action unless the rule says."""
+
+    def respond(prompt: str) -> str:
+        said = re.search(r"^The person now says: (.*)$", prompt, re.M)
+        assert said, "the prompt must show the utterance"
+        last = re.search(r"^\d+\. (\w+)\((['\"])(.*?)\2.*<- the last action$", prompt, re.M)
+        for key, fields in rules.items():
+            if key in said.group(1):
+                answer = {"correction": True, "history": "last", "amount": "small", "value": None, "constraint": "", **fields}
+                if answer.get("level") == "skill" and last:
+                    answer = {"skill": last.group(1), "object": last.group(3), **answer}
+                return styled(answer, style)
+        return styled(NOT_A_CORRECTION, style)
+
+    return respond
+
+
+SKILL_RULES: dict[str, dict[str, Any]] = {  # the first key in the utterance wins
+    "to the left": {"level": "skill", "parameter": "", "direction": "left"},
+    "a bit more": {"level": "skill", "parameter": "grasp_height_offset", "direction": "+"},
+    "than the first time": {"level": "skill", "history": "initial", "parameter": "grasp_height_offset", "direction": "+"},
+    "than you normally do": {"level": "skill", "history": "none", "parameter": "grasp_height_offset", "direction": "+"},
+    "much higher": {"level": "skill", "parameter": "grasp_height_offset", "direction": "+", "amount": "large"},
+    "a bit higher": {"level": "skill", "parameter": "grasp_height_offset", "direction": "up"},
+    "lower": {"level": "skill", "parameter": "grasp_height_offset", "direction": "-"},
+    "2 cm higher": {"level": "skill", "parameter": "grasp_height_offset", "direction": "+", "value": 0.02},
+    "much further away": {"level": "skill", "parameter": "place_offset", "direction": "away", "amount": "large"},
+    "one more pass": {"level": "skill", "parameter": "wipe_passes", "direction": "+", "value": 1},
+    "many more passes": {"level": "skill", "parameter": "wipe_passes", "direction": "+", "amount": "a lot"},
+    "much faster": {"level": "skill", "parameter": "speed_factor", "direction": "faster", "amount": "much"},
+    "5 cm less": {"level": "skill", "parameter": "pull_distance", "direction": "-", "value": "5 cm"},
+    "out 20 cm": {"level": "skill", "parameter": "pull_distance", "value": 0.2, "absolute": True},
+    "blue cup instead": {"level": "plan", "history": "initial", "constraint": "Bring the blue cup,\n not the red cup."},
+}
+
+
+@pytest.fixture(scope="module")
+def household() -> tuple[RobotApi, SkillParameters]:
+    return RobotApi.load("household"), SkillParameters.load("household", profile=RobotProfile.load("household_sim"))
+
+
+@pytest.fixture(scope="module")
+def tabletop() -> tuple[RobotApi, SkillParameters]:
+    return RobotApi.load("tabletop"), SkillParameters.load("tabletop", profile=RobotProfile.load("panda_sim"))
+
+
+def handler(world: tuple[RobotApi, SkillParameters], respond: Callable[[str], str] | None = None, style: str = "bare",
+            **kwargs: Any) -> tuple[CorrectionHandler, ScriptedModel]:
+    model = ScriptedModel(respond=respond or reader(SKILL_RULES, style))
+    return CorrectionHandler(model, world[0], world[1], object_size=lambda name: SIZES.get(name), **kwargs), model
+
+
+def console(*lines: str) -> str:
+    """A household transcript: the person asks for the red cup, then ``lines``."""
+    head = [">>> wait_for_trigger()", "{'type': 'dialog', 'text': 'bring me the red cup'}", ">>> list_objects()",
+            "['red cup', 'blue cup', 'apple', 'milk', 'sponge']"]
+    return "\n".join(head + [textwrap.dedent(line).strip("\n") for line in lines])
+
+
+def said(text: str) -> str:
+    return f">>> wait_for_trigger()\n{{'type': 'dialog', 'text': {text!r}}}"
+
+
+# ---------------------------------------------------------------------------------------------- skill level
+@pytest.mark.parametrize("style", STYLES)
+def test_a_skill_level_correction_is_grounded_in_every_answer_style(household, style: str) -> None:
+    correct, model = handler(household, style=style)
+    result = correct.handle("grasp it a bit higher", console(">>> grasp('red cup')\n'success'", said("grasp it a bit higher")))
+    assert (result.is_correction, result.level, result.history) == (True, "skill", "last")
+    assert result.call == SkillCall("grasp", ("red cup",), {}, "grasp('red cup')", "red cup")
+    assert dict(result.parameters) == {"grasp_height_offset": 0.02}  # a quarter of the cup's 8 cm height
+    assert result.changes == ("grasp_height_offset 0 -> 0.02 m",)
+    assert result.statement == "grasp('red cup', grasp_height_offset=0.02)"
+    assert result.note == result.note_line() == \
+        "# correction: skill-level, about the last action: grasp('red cup') again with grasp_height_offset=0.02 (was 0)"
+    assert "grasp_height_offset" in result.raw  # the model's answer, as it came
+    prompt = model.prompts[0]
+    assert "grasp_height_offset: default 0 m, range [-0.03, 0.05] m; moves the grasp point up" in prompt
+    assert "The person's original request: bring me the red cup" in prompt
+    assert "def close(" not in prompt and "def wipe(" in prompt  # only the skills that take parameters
+
+
+def test_plan_level_and_not_a_correction(household) -> None:
+    correct, model = handler(household)
+    history = console(">>> grasp('red cup')\n'success'")
+    plan = correct.handle("no, bring the blue cup instead", history)
+    assert (plan.is_correction, plan.level, plan.history) == (True, "plan", "initial")
+    assert plan.constraint == "Bring the blue cup, not the red cup."  # one line
+    assert plan.call is None and not plan.statement and not plan.parameters
+    assert plan.note_line() == "# correction: plan-level, about the initial request: Bring the blue cup, not the red cup."
+    thanks = correct.handle("thanks, that's all", history)
+    assert (thanks.is_correction, thanks.level, thanks.history, thanks.note_line()) == (False, "none", "none", "")
+    assert len(model.prompts) == 2 and "The person now says: thanks, that's all" in model.prompts[1]
+    assert correct.handle("   ", history).level == "none" and len(model.prompts) == 2  # nothing said: no model call
+
+
+def test_history_last_compounds_initial_restarts_and_none_starts_from_the_defaults(household) -> None:
+    correct, _ = handler(household)
+    corrected = console(">>> grasp('red cup', speed_factor=0.4)", "'success'", said("grasp it a bit higher"),
+                        "# correction: skill-level, about the last action: grasp('red cup') again with grasp_height_offset=0.02 (was 0)",
+                        ">>> grasp('red cup', speed_factor=0.4, grasp_height_offset=0.02)", "'success'")
+    more = correct.handle("a bit more", corrected + "\n" + said("a bit more"))
+    assert dict(more.parameters) == {"speed_factor": 0.4, "grasp_height_offset": 0.04}  # compounds on the correction
+    assert more.changes == ("grasp_height_offset 0.02 -> 0.04 m",)
+    assert more.statement == "grasp('red cup', speed_factor=0.4, grasp_height_offset=0.04)"
+    assert more.call is not None and more.call.kwargs["grasp_height_offset"] == 0.02
+
+    initial = correct.handle("higher than the first time", corrected)
+    assert initial.history == "initial" and initial.call is not None and initial.call.source == "grasp('red cup', speed_factor=0.4)"
+    assert initial.changes == ("grasp_height_offset 0 -> 0.02 m",)
+    assert initial.note.endswith("about the initial request: grasp('red cup') again with grasp_height_offset=0.02 (was 0)")
+
+    fresh = correct.handle("grasp higher than you normally do", corrected)
+    assert fresh.history == "none"
+    assert fresh.statement == "grasp('red cup', grasp_height_offset=0.02)"  # the earlier parameters are dropped
+    assert "regardless of the history" in fresh.note
+
+
+def test_a_step_is_a_share_of_the_objects_size_along_the_parameters_axis(household, tabletop) -> None:
+    correct, _ = handler(household)
+    small = correct.handle("grasp it a bit higher", console(">>> grasp('apple')", "'success'"))
+    tall = correct.handle("grasp it a bit higher", console(">>> grasp('milk')", "'success'"))
+    unknown = correct.handle("grasp it a bit higher", console(">>> grasp('banana')", "'success'"))
+    assert small.parameters["grasp_height_offset"] == 0.02 and tall.parameters["grasp_height_offset"] == 0.045
+    assert unknown.parameters["grasp_height_offset"] == 0.25 * CorrectionConfig().default_size
+    # place offsets: the held object's footprint, in the robot's frame at the place (+across = its left)
+    placed = console(">>> grasp('milk')", "'success'", ">>> move_to('counter')", "'success'", ">>> place_object('counter')", "'success'")
+    left = correct.handle("a bit more to the left", placed)
+    assert left.statement == "place_object('counter', place_offset_across=0.0175)"  # 0.25 * 7 cm
+    away = correct.handle("much further away please", placed)
+    assert away.parameters == {"place_offset_along": 0.035} and away.changes == ("place_offset_along 0 -> 0.035 m",)
+    # tabletop: x is the table's right, y its top side, the side nearest the robot
+    correct, _ = handler(tabletop)
+    table = ">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'put the red block in the blue bowl'}\n" \
+            ">>> put_first_on_second('red block', 'blue bowl')\n'success'"
+    assert correct.handle("a bit to the left", table).statement == "put_first_on_second('red block', 'blue bowl', place_offset_x=-0.01)"
+    assert dict(correct.handle("much further away", table).parameters) == {"place_offset_y": -0.02}
+
+
+def test_clamping_names_the_range(household) -> None:
+    correct, _ = handler(household)
+    result = correct.handle("much higher!", console(">>> grasp('milk', grasp_height_offset=0.03)", "'success'"))
+    assert dict(result.parameters) == {"grasp_height_offset": 0.05}
+    assert result.changes == ("grasp_height_offset 0.03 -> 0.05 m (clamped to the range [-0.03, 0.05] m)",)
+    assert result.note.endswith("grasp_height_offset=0.05 (was 0.03, clamped to the range [-0.03, 0.05] m)")
+
+
+def test_integer_passes_speed_factor_and_explicit_values(household) -> None:
+    correct, _ = handler(household)
+    wiped = console(">>> wipe('table')", "'success'")
+    one = correct.handle("do one more pass", wiped)
+    assert one.statement == "wipe('table', wipe_passes=4)" and one.parameters["wipe_passes"] == 4
+    assert isinstance(one.parameters["wipe_passes"], int) and one.changes == ("wipe_passes 3 -> 4 passes",)
+    many = correct.handle("many more passes", wiped)
+    assert many.parameters == {"wipe_passes": 5} and isinstance(many.parameters["wipe_passes"], int)
+    fast = correct.handle("wipe much faster", wiped)
+    assert fast.parameters == {"speed_factor": 0.675}  # 0.3 * 1.5 ** 2
+    opened = console(">>> open('cupboard')", "'success'")
+    assert correct.handle("pull the drawer out 5 cm less", opened).statement == "open('cupboard', pull_distance=0.27)"
+    assert correct.handle("pull it out 20 cm", opened).parameters == {"pull_distance": 0.2}
+    explicit = correct.handle("grasp it 2 cm higher", console(">>> grasp('milk')", "'success'"))
+    assert explicit.parameters == {"grasp_height_offset": 0.02}  # the person's number, not the object's step
+
+
+def test_the_statement_keeps_the_calls_other_arguments(household, tabletop) -> None:
+    correct, _ = handler(household)
+    result = correct.handle("a bit higher", console(">>> grasp(\"red cup\", 'left', speed_factor=0.4)", "'success'"))
+    assert result.statement == "grasp('red cup', 'left', speed_factor=0.4, grasp_height_offset=0.02)"
+    assert result.call is not None and result.call.args == ("red cup", "left")
+    correct, _ = handler(tabletop)
+    table = ">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'put the block at the middle'}\n" \
+            ">>> put_first_on_second('red block', [0.0, -0.5], speed_factor=0.5)\n'success'"
+    assert correct.handle("grasp it lower", table).statement == \
+        "put_first_on_second('red block', [0.0, -0.5], speed_factor=0.5, grasp_height_offset=-0.01)"
+
+
+def test_last_calls_are_the_literal_calls_of_skills_with_parameters(household) -> None:
+    correct, _ = handler(household)
+    calls = correct.last_calls(console(">>> name = 'apple'", ">>> grasp(name)", "'success'", ">>> say('here'); move_to('table')",
+                                       ">>> close('fridge')", ">>> for _ in range(2):\n...     wipe('table', wipe_passes=2)",
+                                       ">>> place_object(location='table')"))
+    assert [(c.skill, c.object, dict(c.kwargs)) for c in calls] == [
+        ("move_to", "table", {}), ("wipe", "table", {"wipe_passes": 2}), ("place_object", "table", {"location": "table"})]
+    assert calls[1].source == "wipe('table', wipe_passes=2)"
+
+
+# ---------------------------------------------------------------------------------------------- fallbacks
+def fallback(utterance: str) -> Correction:
+    return Correction(True, "plan", "last", constraint=utterance,
+                      note=f"{NOTE_PREFIX}plan-level, about the last action: {utterance}")
+
+
+@pytest.mark.parametrize("answer", [
+    '{"correction": true, "level": "skill", "skill": "grasp", "object": "red cup", "parameter": "wrist_angle", "direction": "+"}',
+    '{"correction": true, "level": "skill", "skill": "slice", "object": "red cup", "parameter": "speed_factor", "direction": "+"}',
+    '{"correction": true, "level": "skill", "skill": "grasp", "object": "red cup", "parameter": "grasp_height_offset"}',
+    '{"correction": true, "level": "skill", "skill": "grasp", "parameter": "grasp_height_offset", "direction": "left"}',
+    '{"correction": true, "level": "skill", "skill": "open", "parameter": "pull_distance", "direction": "+"}',  # no open() yet
+    '{"correction": true, "level": "skill", "skill": "grasp", "parameter": "grasp_height_offset", "value": [1, 2]}',
+    "I think the person wants the cup to be grasped higher.",
+    "<think>The person wants {it higher",
+    "",
+])
+def test_an_unusable_answer_is_a_plan_level_correction(household, answer: str) -> None:
+    correct, _ = handler(household, respond=lambda _prompt: answer)
+    utterance = "grasp  it\na bit higher"
+    result = correct.handle(utterance, console(">>> grasp('red cup')", "'success'"))
+    assert result == Correction(**{**fallback("grasp it a bit higher").__dict__, "raw": answer})
+
+
+def test_a_failing_model_is_a_plan_level_correction(household) -> None:
+    def fail(_prompt: str) -> str:
+        raise LLMError("connection refused")
+
+    correct, _ = handler(household, respond=fail)
+    assert correct.handle("grasp it higher", console(">>> grasp('red cup')")) == fallback("grasp it higher")
+    broken_size = CorrectionHandler(ScriptedModel(respond=reader(SKILL_RULES)), *household,
+                                    object_size=lambda _n: (_ for _ in ()).throw(RuntimeError("no perception")))
+    assert broken_size.handle("a bit higher", console(">>> grasp('red cup')")).parameters == {"grasp_height_offset": 0.02}
+
+
+def test_switched_off_every_correction_replans_without_a_model_call(household) -> None:
+    correct, model = handler(household, config=CorrectionConfig(enabled=False))
+    assert correct.handle("grasp it a bit higher", console(">>> grasp('red cup')")) == fallback("grasp it a bit higher")
+    assert model.prompts == []
+
+
+# ---------------------------------------------------------------------------------------------- grounding and config
+def test_grounding_directly(household) -> None:
+    declared = household[1].declared("place_object")
+    assert resolve(declared, "", "to the right") == ("place_offset_across", -1)
+    assert resolve(declared, "place_offset_along", "closer") == ("place_offset_along", -1)
+    assert resolve(household[1].declared("open"), "pull_distance", "further") == ("pull_distance", 1)
+    assert resolve(household[1].declared("grasp"), "grasp_height_offset", "left") is None
+    assert resolve(declared, "grasp_height_offset", "+") is None  # not a parameter of place_object
+    spec = household[1].declared("grasp")["gripper_force"]
+    config = CorrectionConfig()
+    assert ground(spec, 40.0, -1, "small", None, None, config) == Grounded("gripper_force", 40.0, 28.0, False, "gripper_force 40 -> 28 N")
+    assert ground(spec, 40.0, +1, "", 100.0, None, config, absolute=True).value == 70.0
+
+
+def test_the_shipped_config_and_bad_values() -> None:
+    assert CorrectionConfig.load() == CorrectionConfig()
+    assert (ROOT / "prompts" / CorrectionConfig().prompt).is_file()
+    for key, value, message in (("step_fraction", 0, r"corrections.step_fraction > 0"),
+                                ("enabled", "yes", r"knowledge.corrections.enabled must be true or false"),
+                                ("stepfraction", 0.3, r"unknown key knowledge.corrections.stepfraction"),
+                                ("max_tokens", 1.5, r"knowledge.corrections.max_tokens must be an int"),
+                                ("speed_factor_step", 1.0, r"corrections.speed_factor_step > 1")):
+        raw = yaml.safe_load((ROOT / "config" / "knowledge.yaml").read_text())
+        raw["knowledge"]["corrections"][key] = value
+        with pytest.raises(ConfigError, match=message):
+            CorrectionConfig.from_mapping(raw, "test")
+    assert CorrectionConfig.from_mapping({"knowledge": {}}) == CorrectionConfig()
