@@ -1,0 +1,326 @@
+"""DROC's knowledge extractor: typed knowledge entries distilled from an interaction with corrections.
+
+Two sources, at ``learn_from_interaction()`` and at the end of each task:
+
+(a) rules, no LLM: every skill-level correction the transcript records (a ``# correction: skill-level``
+    line, written by the correction handler, followed by the re-run statement) gives one
+    ``skill_parameter`` entry per (skill, object) with the final values of its declared parameters (a
+    later call of the same skill on the same object with parameter keywords updates them);
+(b) the extraction model (``prompts/droc_extract.txt``) distils the rest (constraints, preferences,
+    object information and states, more skill parameters) as a JSON list; items that do not fit (an
+    unknown kind, an object not in the scene, a parameter undeclared or out of range, a repeat of (a))
+    are dropped, and a failing model or an unreadable answer leaves (a) alone.
+
+Every entry carries its provenance (episode, robot, the model or 'rule', when, the person's words) and,
+where ``image_of`` gives one, the object's crop embedding. Nothing here raises for the model's sake.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachbot.config import load_yaml
+from teachbot.console.prompt import load_prompt
+from teachbot.console.registry import RobotApi
+from teachbot.console.reply import strip_reasoning
+from teachbot.console.transcript import Transcript
+from teachbot.errors import ConfigError, TeachbotError
+from teachbot.knowledge.correction import NOTE_PREFIX, fill, one_line, parameter_block, person_said, skill_calls
+from teachbot.knowledge.entry import KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance
+from teachbot.knowledge.grounding import number_text, read_section, words
+from teachbot.llm.base import Model
+from teachbot.memory.example import utc_now_iso
+from teachbot.paths import config_path
+from teachbot.skills.parameters import WORLDS, SkillParameters
+
+log = logging.getLogger(__name__)
+
+RULE_MODEL = "rule"  # provenance.model of the entries read from the transcript without a model
+SKILL_NOTE = NOTE_PREFIX + "skill-level"
+# how an entry's sentence names a skill call on an object
+VERBS = {"grasp": "Grasp the {}", "put_first_on_second": "Pick up and place the {}", "place_object": "Place things on the {}",
+         "open": "Open the {}", "wipe": "Wipe the {}", "move_to": "Drive to the {}"}
+ARTICLES = frozenset({"the", "a", "an", "my", "your"})
+MAX_SOURCES = 3  # correction sentences quoted in an entry's text
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    """``knowledge.extraction`` of config/knowledge.yaml."""
+
+    enabled: bool = True
+    prompt: str = "droc_extract.txt"
+    max_tokens: int = 512
+    max_entries: int = 5  # entries the model may add (the rule entries come on top)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> ExtractionConfig:
+        path = Path(path) if path else config_path("knowledge.yaml")
+        return cls.from_mapping(load_yaml(path), str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], source: str = "knowledge config") -> ExtractionConfig:
+        """Build from the parsed YAML; a missing key keeps its default, a bad or unknown one raises ConfigError naming it."""
+        config = read_section(cls, raw, "extraction", source)
+        problems = [text for bad, text in ((config.max_tokens < 1, "extraction.max_tokens >= 1"),
+                                           (config.max_entries < 0, "extraction.max_entries >= 0")) if bad]
+        if problems:
+            raise ConfigError(f"{source}: need {', '.join(problems)} (see config/knowledge.yaml)")
+        return config
+
+
+class KnowledgeExtractor:
+    """Distils knowledge entries from transcripts for one robot API (see the module docstring).
+
+    ``model``: the extraction LLM (None: rule entries only); ``parameters``: the world's skill parameters
+    (default: those of the API profile's world, when it names one)."""
+
+    def __init__(self, model: Model | None, api: RobotApi, parameters: SkillParameters | None = None,
+                 config: ExtractionConfig | None = None) -> None:
+        self.model = model
+        self.api = api
+        self.parameters = parameters if parameters is not None else _world_parameters(api)
+        self.config = config or ExtractionConfig()
+        self.skills = tuple(n for n in api.names if self.parameters is not None and self.parameters.declared(n))
+        self.template = load_prompt(self.config.prompt)
+
+    def extract(self, transcript: str, *, scene_objects: Sequence[str] = (), episode_id: str = "", robot_id: str = "",
+                image_of: Callable[[str], tuple[Sequence[float], str] | None] | None = None,
+                deadline: float | None = None) -> list[KnowledgeEntry]:
+        """The entries of ``transcript`` (console text). ``scene_objects``: the names the robot knew (items
+        about other objects are dropped; empty: not checked); ``image_of``: an object's crop vector and its
+        embedder's name; ``deadline`` (``time.monotonic()``): past it, what is done so far is returned."""
+        if not self.config.enabled or _past(deadline):
+            return []
+        parsed = Transcript.parse(transcript)
+        said = [one_line(s) for s in parsed.instructions() if s.strip()]
+        if len(said) < 2:
+            return []  # only the request: nothing was corrected
+        request, corrections = said[0], said[1:]
+        created = utc_now_iso()
+        entries = self.rule_entries(parsed, request=request, episode_id=episode_id, robot_id=robot_id, created=created)
+        if self.model is not None and self.config.max_entries > 0 and not _past(deadline):
+            entries += self._model_entries(parsed, request, corrections, entries, scene_objects, episode_id, robot_id,
+                                           created, deadline)
+        return _with_images(entries, image_of, deadline)
+
+    def rule_entries(self, transcript: Transcript | str, *, request: str = "", episode_id: str = "", robot_id: str = "",
+                     created: str = "") -> list[KnowledgeEntry]:
+        """(a): one skill_parameter entry per (skill, object) corrected at skill level, with the final values."""
+        parsed = Transcript.parse(transcript) if isinstance(transcript, str) else transcript
+        if self.parameters is None:
+            return []
+        entries = parsed.entries
+        reruns: dict[int, str] = {}  # entry index of a re-run statement -> the correction sentence
+        for i, entry in enumerate(entries):
+            if any(line.strip().startswith(SKILL_NOTE) for line in entry.text.splitlines()):
+                following = next((j for j in range(i + 1, len(entries)) if entries[j].kind == "code"), None)
+                if following is not None:
+                    reruns[following] = one_line(person_said(parsed, i))
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+        for index, call in skill_calls(parsed, self.skills, self.parameters):
+            key = (call.skill, call.object.strip().casefold())
+            declared = self.parameters.declared(call.skill)
+            given = {k: v for k, v in call.kwargs.items() if k in declared}
+            if index in reruns:
+                group = groups.setdefault(key, {"object": call.object, "values": {}, "sources": []})
+                if reruns[index] and reruns[index] not in group["sources"]:
+                    group["sources"].append(reruns[index])
+                group["values"].update(given)
+            elif key in groups:
+                groups[key]["values"].update(given)
+        provenance = {"episode_id": episode_id, "robot_id": robot_id, "model": RULE_MODEL, "created": created or utc_now_iso()}
+        out = []
+        for (skill, _), group in groups.items():
+            values = self._checked(skill, group["values"])
+            if not values:
+                continue
+            text = _rule_text(skill, group["object"], values, group["sources"])
+            try:
+                out.append(KnowledgeEntry(kind="skill_parameter", text=text, task=request, object=group["object"], skill=skill,
+                                          parameters=values, scope="object",
+                                          provenance=Provenance(source=tuple(group["sources"]), **provenance)))
+            except KnowledgeError as exc:
+                log.warning("knowledge extraction: cannot record %s on %r: %s", skill, group["object"], exc)
+        return out
+
+    def prompt(self, transcript: Transcript | str, learned: Sequence[KnowledgeEntry] = (), scene_objects: Sequence[str] = ()) -> str:
+        """The extraction prompt for ``transcript``; ``learned``: the rule entries it must not repeat."""
+        parsed = Transcript.parse(transcript) if isinstance(transcript, str) else transcript
+        said = [one_line(s) for s in parsed.instructions() if s.strip()]
+        api_block = parameter_block(self.api, self.parameters) if self.parameters is not None else "(no skill takes parameters)"
+        fields = {
+            "skills": api_block,
+            "objects": ", ".join(scene_objects) if scene_objects else "(not given)",
+            "transcript": parsed.render(),
+            "request": said[0] if said else "(none)",
+            "corrections": "\n".join(f"- {s}" for s in said[1:]) or "(none)",
+            "learned": "\n".join(f"- {e.text}" for e in learned) or "(nothing)",
+            "max_entries": str(self.config.max_entries),
+        }
+        return fill(self.template, fields)
+
+    # ------------------------------------------------------------------ internals
+    def _model_entries(self, parsed: Transcript, request: str, corrections: list[str], rule: list[KnowledgeEntry],
+                       scene_objects: Sequence[str], episode_id: str, robot_id: str, created: str,
+                       deadline: float | None) -> list[KnowledgeEntry]:
+        """(b): the model's items that pass the checks, at most ``max_entries``; [] when it fails or is too late."""
+        model = self.model
+        if model is None:
+            return []
+        prompt = self.prompt(parsed, rule, scene_objects)
+        timeout = max(0.001, deadline - time.monotonic()) if deadline is not None else None
+        try:
+            raw = model.generate(prompt, stop=(), temperature=0.0, max_tokens=self.config.max_tokens, timeout=timeout).text
+        except Exception as exc:  # any backend failure: keep the rule entries
+            log.warning("knowledge extraction: the model failed (%s); keeping the %d rule entries", exc, len(rule))
+            return []
+        if _past(deadline):
+            log.warning("knowledge extraction: the model answered after the deadline; keeping the %d rule entries", len(rule))
+            return []
+        items = read_json_items(raw)
+        if items is None:
+            log.warning("knowledge extraction: cannot read the model's answer %r; keeping the %d rule entries", raw[:200], len(rule))
+            return []
+        provenance = Provenance(episode_id, robot_id, getattr(model, "name", "") or "", created, tuple(corrections))
+        taken = {(e.skill, e.object.strip().casefold()) for e in rule}
+        seen = {(e.kind, e.text.casefold()) for e in rule}
+        out: list[KnowledgeEntry] = []
+        for item in items:
+            if len(out) >= self.config.max_entries:
+                break
+            entry, reason = self._validated(item, request, scene_objects, provenance, taken, seen)
+            if entry is None:
+                log.info("knowledge extraction: dropped %r: %s", item, reason)
+                continue
+            seen.add((entry.kind, entry.text.casefold()))
+            if entry.kind == "skill_parameter":
+                taken.add((entry.skill, entry.object.strip().casefold()))
+            out.append(entry)
+        return out
+
+    def _validated(self, item: Mapping[str, Any], request: str, scene_objects: Sequence[str], provenance: Provenance,
+                   taken: set[tuple[str, str]], seen: set[tuple[str, str]]) -> tuple[KnowledgeEntry | None, str]:
+        kind = "_".join(words(str(item.get("kind") or "")))
+        if kind not in KINDS:
+            return None, f"unknown kind {item.get('kind')!r}"
+        text = one_line(str(item.get("text") or ""))
+        if not text:
+            return None, "no text"
+        obj = one_line(str(item.get("object") or ""))
+        if obj and scene_objects and not in_scene(obj, scene_objects):
+            return None, f"object {obj!r} is not in the scene"
+        if (kind, text.casefold()) in seen:
+            return None, "a repeat"
+        skill, values = "", {}
+        if kind == "skill_parameter":
+            skill = str(item.get("skill") or "").strip()
+            if skill not in self.skills:
+                return None, f"{skill!r} is no skill with parameters"
+            raw_values = item.get("parameters")
+            if not isinstance(raw_values, Mapping) or not raw_values:
+                return None, "no parameters"
+            values = self._checked(skill, raw_values)
+            if len(values) != len(raw_values):
+                return None, "a parameter is undeclared or out of its range"
+            if (skill, obj.casefold()) in taken:
+                return None, "the re-run skill call already gave it"
+        scope = "_".join(words(str(item.get("scope") or "")))
+        try:
+            return KnowledgeEntry(kind=kind, text=text, task=request, object=obj, skill=skill, parameters=values,
+                                  scope=scope if scope in SCOPES else "", provenance=provenance), ""
+        except KnowledgeError as exc:
+            return None, str(exc)
+
+    def _checked(self, skill: str, values: Mapping[str, Any]) -> dict[str, float | int]:
+        """The declared parameters of ``skill`` among ``values`` whose value is in its range (others left out)."""
+        declared = self.parameters.declared(skill) if self.parameters is not None else {}
+        out: dict[str, float | int] = {}
+        for name, value in values.items():
+            spec = declared.get(str(name))
+            if spec is None:
+                continue
+            try:
+                out[spec.name] = spec.validate(value)
+            except TeachbotError:
+                continue
+        return out
+
+
+def read_json_items(raw: str) -> list[dict[str, Any]] | None:
+    """The objects with a "kind" key in a model's answer (a JSON list, possibly inside reasoning, fences or
+    prose, possibly cut short); [] for an explicit empty list; None when nothing can be read."""
+    from teachbot.learning.improver import _braced, _literal  # the improver's tolerant reading (see read_json_object)
+
+    text = strip_reasoning(raw)
+    items = []
+    for candidate in _braced(text):
+        value = _literal(candidate)
+        if isinstance(value, dict):
+            lowered = {str(k).strip().lower(): v for k, v in value.items()}
+            if "kind" in lowered:
+                items.append(lowered)
+    if items:
+        return items
+    return [] if re.search(r"\[\s*\]", text) else None
+
+
+def in_scene(name: str, scene_objects: Sequence[str]) -> bool:
+    """Whether ``name`` is one of the scene's objects: its words (articles aside) all in one object's
+    name, case-insensitively ("cup" is in "red cup")."""
+    said = set(words(name)) - ARTICLES
+    return bool(said) and any(said <= set(words(obj)) for obj in scene_objects)
+
+
+def _rule_text(skill: str, obj: str, values: Mapping[str, float | int], sources: Sequence[str]) -> str:
+    action = VERBS.get(skill, skill + "() on the {}").format(obj) if obj else f"Use {skill}()"
+    settings = ", ".join(f"{name}={number_text(value)}" for name, value in values.items())
+    text = f"{action} with {settings}"
+    if sources:
+        quoted = "; ".join(repr(s[:200]) for s in sources[-MAX_SOURCES:])
+        text += f" (learned from: {quoted})"
+    return text
+
+
+def _with_images(entries: list[KnowledgeEntry], image_of: Callable[[str], tuple[Sequence[float], str] | None] | None,
+                 deadline: float | None) -> list[KnowledgeEntry]:
+    """``entries`` with their object's crop embedding where ``image_of`` gives one (before the deadline)."""
+    if image_of is None:
+        return entries
+    cache: dict[str, tuple[Sequence[float], str] | None] = {}
+    out = []
+    for entry in entries:
+        if entry.object and entry.object not in cache and not _past(deadline):
+            try:
+                cache[entry.object] = image_of(entry.object)
+            except Exception as exc:  # the image source is perception's: a failure leaves the entry without an image
+                log.warning("knowledge extraction: no image of %r (%s)", entry.object, exc)
+                cache[entry.object] = None
+        found = cache.get(entry.object)
+        if found:
+            try:
+                vector, name = found
+                entry = entry.replace(image_embedding=vector, image_model=name)
+            except (KnowledgeError, TypeError, ValueError) as exc:
+                log.warning("knowledge extraction: the image of %r is unusable (%s)", entry.object, exc)
+        out.append(entry)
+    return out
+
+
+def _world_parameters(api: RobotApi) -> SkillParameters | None:
+    if api.profile not in WORLDS:
+        return None
+    try:
+        return SkillParameters.load(api.profile)
+    except ConfigError as exc:
+        log.warning("knowledge extraction: no skill parameters for %s (%s); no skill_parameter entries", api.profile, exc)
+        return None
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
