@@ -54,8 +54,12 @@ class InteractionManagerNode(Node):
 
     def __init__(
         self, interaction_model: Model | None = None, function_model: Model | None = None, namespace: str = "",
-        **overrides: Any,
+        correction_model: Model | None = None, **overrides: Any,
     ) -> None:
+        """``correction_model``: the LLM of DROC's correction handler. A console whose interaction model is
+        given by code (tests, recordings) has the handler only when this is given too; one configured from
+        config/llm.yaml gets the ``correction`` role's model. ``corrections: false`` (an override or a key of
+        config/interaction.yaml) or ``knowledge.corrections.enabled: false`` turns the handler off."""
         super().__init__("interaction_manager", namespace=namespace)
         # ROS parameters, also keyword arguments; any other keyword overrides a key of config/interaction.yaml
         for name, default in (("config", "interaction"), ("memory", ""), ("api_profile", ""), *((key, "") for key in LLM_PARAMETERS)):
@@ -74,6 +78,7 @@ class InteractionManagerNode(Node):
         self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
         self._objects: dict[str, list[float]] | None = None  # None until the first object list arrives
+        self._sizes: dict[str, list[float]] = {}  # each object's extent, for grounding corrections in its scale
         self._objects_arrived = threading.Event()
         self.objects_wait = float(cfg.get("objects_wait", 5.0))
         self.objects_topic = str(cfg["objects_topic"])
@@ -99,13 +104,14 @@ class InteractionManagerNode(Node):
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
+        self.prices = PriceTable.load()
         model = interaction_model or model_from_config(llm_raw, "interaction")
         functions = function_model or model_from_config(llm_raw, "function_generation")
-        self.prices = PriceTable.load()
         for role, each in (("interaction", model), ("function_generation", functions)):
             add = getattr(each, "add_listener", None)
             if add is not None:
                 add(completion_publisher(self, self.completion_pub, role, self.prices))
+        corrections = self._correction_handler(api, cfg, llm_raw, correction_model, interaction_model is None)
         learning = load_yaml(resolve_config("learning")).get("learning", {})
         local = LocalExamples(str(self.get_parameter("memory").value))
         self.core = InteractionCore(
@@ -114,12 +120,30 @@ class InteractionManagerNode(Node):
             config=CoreConfig.from_config(cfg, learning), learner=self,
             scene_objects=self.list_objects, on_kill=self.skills.cancel_all, on_entry=self._publish_entry,
             limits=SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {})),
-            log=self.get_logger().info, prices=self.prices,
+            log=self.get_logger().info, prices=self.prices, corrections=corrections,
         )
         self._thread = threading.Thread(target=self.core.run, daemon=True, name="console")
         self._thread.start()
         self.get_logger().info(f"interaction manager ready: profile {api.profile}, model {model.name}; "
                                "waiting for the person to speak")
+
+    def _correction_handler(self, api: RobotApi, cfg: dict[str, Any], llm_raw: dict[str, Any], model: Model | None,
+                            configured: bool) -> Any:
+        """DROC's correction handler (see __init__), or None."""
+        from teachbot.knowledge.correction import CorrectionConfig, CorrectionHandler
+        from teachbot.skills.parameters import SkillParameters
+
+        config = CorrectionConfig.load()
+        if not (config.enabled and bool(cfg.get("corrections", True))) or (model is None and not configured):
+            return None
+        model = model or model_from_config(llm_raw, "correction")
+        add = getattr(model, "add_listener", None)
+        if add is not None:  # recorded with the console's calls, so a bag replays the handler too
+            add(completion_publisher(self, self.completion_pub, "correction", self.prices))
+        profile = RobotProfile.load(str(cfg.get("robot_profile", "household_sim" if api.profile == "household" else "panda_sim")))
+        world = "household" if api.profile == "household" else "tabletop"
+        parameters = SkillParameters.load(world, profile=profile)  # defaults that are the profile's own values
+        return CorrectionHandler(model, api, parameters, config, object_size=self._sizes.get)
 
     # ------------------------------------------------------------------ topics
     def on_user(self, msg: DialogTurn) -> None:
@@ -132,6 +156,7 @@ class InteractionManagerNode(Node):
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
+        self._sizes = {o.name: [o.size.x, o.size.y, o.size.z] for o in msg.objects}
         self._objects_arrived.set()
 
     def on_states(self, msg: ThingStates) -> None:
