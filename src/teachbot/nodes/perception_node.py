@@ -4,7 +4,9 @@ In:  camera/color/image_raw, camera/depth/image_raw (registered to colour), came
      camera/segmentation (simulation), camera/pose or tf for the extrinsics (else config).
 Out: perception/objects (ObjectList, latched) at ``rate`` Hz, in ``base_frame``.
 Services: perception/detect (Detect), perception/query_scene (QueryScene), perception/grounded_tool
-(GroundedTool: RAIDER's grounded tools over this node's scene, teachbot.nodes.grounded_tools_service).
+(GroundedTool: RAIDER's grounded tools over this node's scene, teachbot.nodes.grounded_tools_service),
+perception/describe_object (DescribeObject: a named object's crop descriptor for visual knowledge
+retrieval, with the image embedder of config/knowledge.yaml; teachbot.perception.object_crop).
 With the sim_ground_truth backend it asks sim/get_world_state for the segment labels and for what the
 simulator knows about each object (held, supported_by).
 With ``perception.observe: world_state`` (the household world, config/perception_household.yaml) the
@@ -25,7 +27,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from teachbot_interfaces.msg import ObjectList, ThingStates
-from teachbot_interfaces.srv import Detect, GetWorldState, QueryScene
+from teachbot_interfaces.srv import DescribeObject, Detect, GetWorldState, QueryScene
 
 from teachbot.errors import ConfigError, TeachbotError
 from teachbot.nodes.common import LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run_nodes
@@ -35,6 +37,7 @@ from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.detector import Frame
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
 from teachbot.perception.localize import CameraModel
+from teachbot.perception.object_crop import knowledge_settings, object_crop
 from teachbot.perception.pipeline import Perception
 from teachbot.perception.relations import SceneQueries
 from teachbot.perception.scene_model import SceneModel
@@ -58,6 +61,7 @@ class PerceptionNode(Node):
         cfg = PerceptionConfig.load(str(self.get_parameter("config").value))
         topics = dict(cfg.camera.get("topics", {}))
         defaults: dict[str, Any] = {
+            "knowledge_config": "",  # config/knowledge.yaml: the image embedder of perception/describe_object
             "backend": cfg.backend, "rate": cfg.rate, "queries": list(cfg.queries) or ["block"],
             "min_score": cfg.min_score, "base_frame": cfg.base_frame,
             "color_topic": topics.get("color", "camera/color/image_raw"),
@@ -132,6 +136,8 @@ class PerceptionNode(Node):
         self.create_service(Detect, "perception/detect", self.on_detect, callback_group=work)
         self.create_service(QueryScene, "perception/query_scene", self.on_query_scene, callback_group=work)
         self.grounded_tools = GroundedToolsService(self, callback_group=work)
+        self.image_embedder = knowledge_settings(str(p["knowledge_config"]) or None)[1]
+        self.create_service(DescribeObject, "perception/describe_object", self.on_describe_object, callback_group=work)
         self.create_timer(1.0 / max(self.config.rate, 1e-3), self.on_tick, callback_group=work)
         self.get_logger().info(f"perception ready: backend {self.config.backend}, {self.config.rate:g} Hz")
 
@@ -385,6 +391,53 @@ class PerceptionNode(Node):
             return response
         response.success = True
         return response
+
+    def on_describe_object(self, request: DescribeObject.Request, response: DescribeObject.Response) -> DescribeObject.Response:
+        """The image descriptor of the named object's crop in the latest frame (its segment, else its box)."""
+        name = request.name.strip()
+        response.image_model = self.image_embedder.name
+        try:
+            frame = self._frame_for_crops()
+            track = self.scene.get(name)
+            if track is None:
+                known = ", ".join(sorted(o.name for o in self.scene.objects())) or "nothing yet"
+                raise TeachbotError(f"unknown object {name!r}; perception knows: {known}")
+            if self.household is None and not track.seen:
+                raise TeachbotError(f"{name} is not in the camera's view in the latest frame ({track.hidden or 'not seen'}); "
+                                    "it cannot be described now")
+            try:
+                crop = object_crop(frame, track.instance, track.box if track.box[2] > track.box[0] else None)
+            except TeachbotError:  # its segment is not in the image: hidden (a closed door, the arm) or out of view
+                raise TeachbotError(f"{name} is not in the camera's view in the latest frame; it cannot be described now") from None
+            try:
+                vector = self.image_embedder.embed(*crop)
+            except (TeachbotError, ValueError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. a learned image model failing: an answer, not a dead service
+                raise TeachbotError(f"the image embedder {self.image_embedder.name} failed on {name}: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        except (TeachbotError, ValueError) as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        response.embedding = [float(v) for v in np.asarray(vector, dtype=np.float32)]
+        response.success, response.message = True, f"{name}: {len(response.embedding)} values of {self.image_embedder.name}"
+        return response
+
+    def _frame_for_crops(self) -> Frame:
+        """The frame the objects' segments refer to: the one the scene model processed last (camera view), or
+        the newest colour, depth and segmentation images of one stamp (observe: world_state)."""
+        if self.household is None:
+            if self._latest is None:
+                raise TeachbotError("no camera frame processed yet; is the camera publishing?")
+            return self._latest[0]
+        with self._lock:
+            colors = list(self._images["color"])
+        for color in reversed(colors):
+            t = stamp_seconds(color.header.stamp)
+            depth, seg = self._partner("depth", t), self._partner("segmentation", t)
+            if depth is not None and seg is not None:
+                return Frame(image_array(color), image_array(depth), image_array(seg), {}, t)
+        raise TeachbotError("no camera frame with depth and segmentation yet; is the sim's camera on?")
 
     def _warn_once(self, text: str) -> None:
         if text not in self._warned:
