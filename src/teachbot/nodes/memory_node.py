@@ -1,7 +1,16 @@
-"""ROS 2 node ``memory``: episodic interaction examples, embedding retrieval, persistence.
+"""ROS 2 node ``memory``: episodic interaction examples, embedding retrieval, persistence; the knowledge base.
 
 Services memory/retrieve, memory/add, memory/list, memory/remove; topic memory/updated (MemoryUpdate,
 transient local) announces every change. The store lives in the directories of config/memory.yaml.
+
+The distilled knowledge base (DROC, teachbot.knowledge): memory/add_knowledge (AddKnowledge: all entries
+of a request or none) and memory/retrieve_knowledge (RetrieveKnowledge: the entries for a task, with the
+'What I know' block), a KNOWLEDGE_ADDED update after each add. Retrieval shares the examples' sentence
+embedder; the image embedder is config/knowledge.yaml's (knowledge.image_model), so a vector from
+perception/describe_object compares with the entries' vectors. The knowledge directory is
+memory.store.knowledge_dir of config/memory.yaml, or "knowledge" next to the learned examples when the
+node is given its store (``memory``) or another learned_dir, so a temporary store never writes into the
+user's knowledge base; the ``knowledge_dir`` parameter overrides both.
 """
 
 from __future__ import annotations
@@ -14,13 +23,20 @@ from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from teachbot_interfaces.msg import InteractionExample as ExampleMsg
 from teachbot_interfaces.msg import MemoryUpdate
-from teachbot_interfaces.srv import AddExample, ListExamples, RemoveExample, RetrieveExamples
+from teachbot_interfaces.srv import AddExample, AddKnowledge, ListExamples, RemoveExample, RetrieveExamples, RetrieveKnowledge
 
 from teachbot.errors import TeachbotError
+from teachbot.knowledge.entry import KINDS, KnowledgeError
+from teachbot.knowledge.retriever import KnowledgeRetriever, render
+from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
+from teachbot.perception.object_crop import knowledge_settings
+
+BLOCK_PREFIX = "# "  # the 'What I know' block goes into a Python console prompt: comment lines
 
 
 def to_msg(example: InteractionExample) -> ExampleMsg:
@@ -53,30 +69,58 @@ def from_msg(msg: ExampleMsg) -> InteractionExample:
 class MemoryNode(Node):
     """Wraps an :class:`EpisodicMemory`; every service answers with a message, never a crash."""
 
-    def __init__(self, memory: EpisodicMemory | None = None, config: str = "", learned_dir: str = "") -> None:
-        """``config``: a memory.yaml (default config/memory.yaml); ``learned_dir`` overrides its store.learned_dir."""
+    def __init__(self, memory: EpisodicMemory | None = None, config: str = "", learned_dir: str = "", knowledge_dir: str = "",
+                 knowledge_config: str = "", knowledge: KnowledgeRetriever | None = None) -> None:
+        """``config``: a memory.yaml (default config/memory.yaml); ``learned_dir`` overrides its store.learned_dir,
+        ``knowledge_dir`` its store.knowledge_dir; ``knowledge_config``: a knowledge.yaml (default
+        config/knowledge.yaml); ``knowledge``: a ready retriever (its store and embedders) instead."""
         super().__init__("memory")
         self.declare_parameter("config", config)
         self.declare_parameter("learned_dir", learned_dir)
+        self.declare_parameter("knowledge_dir", knowledge_dir)
+        self.declare_parameter("knowledge_config", knowledge_config)
         refuse_duplicate(self)
-        self.memory = memory or EpisodicMemory.open(self._config())
+        # (an empty EpisodicMemory is falsy: a given store must never be swapped for the configured one)
+        self.memory = memory if memory is not None else EpisodicMemory.open(self._config())
         self.memory.sync()
         # load the embedding model now: on the first query it would block this node's executor for seconds
         self.memory.warm_up()
+        self.knowledge = knowledge if knowledge is not None else self._knowledge()
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
         self.create_service(RetrieveExamples, "memory/retrieve", self.on_retrieve)
         self.create_service(AddExample, "memory/add", self.on_add)
         self.create_service(ListExamples, "memory/list", self.on_list)
         self.create_service(RemoveExample, "memory/remove", self.on_remove)
-        self.get_logger().info(f"memory ready: {len(self.memory)} examples")
+        self.create_service(AddKnowledge, "memory/add_knowledge", self.on_add_knowledge)
+        self.create_service(RetrieveKnowledge, "memory/retrieve_knowledge", self.on_retrieve_knowledge)
+        self.get_logger().info(f"memory ready: {len(self.memory)} examples, {len(self.knowledge.store)} knowledge entries "
+                               f"in {self.knowledge.store.directory}")
 
     def _config(self) -> MemoryConfig:
         settings = MemoryConfig.load(str(self.get_parameter("config").value) or None)
         learned = str(self.get_parameter("learned_dir").value)
-        return dataclasses.replace(settings, learned_dir=Path(learned).expanduser().resolve()) if learned else settings
+        if learned:  # a store elsewhere: its knowledge next to it unless knowledge_dir says otherwise
+            path = Path(learned).expanduser().resolve()
+            settings = dataclasses.replace(settings, learned_dir=path, knowledge_dir=path.parent / "knowledge")
+        return settings
+
+    def _knowledge(self) -> KnowledgeRetriever:
+        """The knowledge base and its retriever (see the module docstring for where it lives)."""
+        explicit = str(self.get_parameter("knowledge_dir").value)
+        config = self._config()
+        learned = Path(self.memory.store.learned_dir).resolve()
+        if explicit:
+            directory = Path(explicit).expanduser().resolve()
+        elif learned == config.learned_dir.resolve():
+            directory = config.knowledge_path
+        else:  # a store given to this node: its own knowledge next to it
+            directory = learned.parent / "knowledge"
+        settings, image_embedder = knowledge_settings(str(self.get_parameter("knowledge_config").value) or None)
+        return KnowledgeRetriever(KnowledgeStore(directory), self.memory.embedder, image_embedder, settings)
 
     def _announce(self, action: int, example_id: str) -> None:
-        self.updates.publish(MemoryUpdate(action=action, example_id=example_id, size=len(self.memory)))
+        size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)
+        self.updates.publish(MemoryUpdate(action=action, example_id=example_id, size=size))
 
     def on_retrieve(self, request: RetrieveExamples.Request, response: RetrieveExamples.Response) -> RetrieveExamples.Response:
         found = self.memory.retrieve(list(request.instructions), request.profile, int(request.k) or None)
@@ -110,6 +154,75 @@ class MemoryNode(Node):
             return response
         response.success, response.message = True, f"removed {request.id}"
         self._announce(MemoryUpdate.REMOVED, request.id)
+        return response
+
+
+    def on_add_knowledge(self, request: AddKnowledge.Request, response: AddKnowledge.Response) -> AddKnowledge.Response:
+        """Store every entry or none: all are checked first; a store error part way removes what this request wrote."""
+        store = self.knowledge.store
+        try:
+            entries = entries_from_msgs(request.entries)
+            if not entries:
+                raise KnowledgeError("no entries in the request")
+            ids = [e.id for e in entries if e.id]
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            if twice:
+                raise KnowledgeError(f"id {twice[0]!r} is given to more than one entry of the request")
+            taken = [i for i in ids if i in store]
+            if taken:
+                raise KnowledgeError(f"a knowledge entry with id {taken[0]!r} already exists; leave id empty for a new one")
+        except KnowledgeError as exc:
+            response.success, response.message = False, f"nothing stored: {exc}"
+            self.get_logger().warning(f"memory/add_knowledge: {response.message}")
+            return response
+        stored: list[str] = []
+        try:
+            for entry in entries:
+                stored.append(store.add(entry))
+        except TeachbotError as exc:  # e.g. a concurrent writer took an id, a full disk: undo this request's part
+            for entry_id in stored:
+                try:
+                    store.remove(entry_id)
+                except TeachbotError as undo:
+                    self.get_logger().error(f"memory/add_knowledge: could not undo {entry_id}: {undo}")
+            response.success, response.message = False, f"nothing stored: {exc}"
+            self.get_logger().warning(f"memory/add_knowledge: {response.message}")
+            return response
+        response.success, response.ids = True, stored
+        response.message = f"stored {len(stored)} knowledge entr{'y' if len(stored) == 1 else 'ies'}"
+        for entry_id in stored:
+            self._announce(MemoryUpdate.KNOWLEDGE_ADDED, entry_id)
+        return response
+
+    def on_retrieve_knowledge(self, request: RetrieveKnowledge.Request,
+                              response: RetrieveKnowledge.Response) -> RetrieveKnowledge.Response:
+        """The knowledge for a task; the image is compared only when it comes from this node's image embedder."""
+        kind, skill = request.kind.strip(), request.skill.strip()
+        if kind and kind not in KINDS:
+            response.success, response.message = False, f"unknown kind filter {kind!r}; use one of {', '.join(KINDS)} or ''"
+            return response
+        embedder = self.knowledge.image_embedder
+        image = None
+        notes = []
+        if len(request.image):
+            if embedder is not None and request.image_model == embedder.name:
+                image = list(request.image)
+            else:
+                notes.append(f"image of {request.image_model or 'an unnamed model'} not compared (this memory compares "
+                             f"{embedder.name if embedder is not None else 'no images'})")
+        try:
+            found = self.knowledge.retrieve(request.task, request.object_name, image)
+        except (TeachbotError, ValueError) as exc:  # e.g. a vector of another length under the same model name
+            response.success, response.message = False, f"knowledge retrieval failed: {exc}"
+            self.get_logger().warning(f"memory/retrieve_knowledge: {exc}")
+            return response
+        found = [r for r in found if (not kind or r.entry.kind == kind) and (not skill or r.entry.skill == skill)]
+        response.entries = [entry_to_msg(r.entry) for r in found]
+        response.reasons = [r.reason for r in found]
+        response.scores = [float(r.score) for r in found]
+        response.block = render(found, BLOCK_PREFIX)
+        response.success = True
+        response.message = "; ".join([f"{len(found)} entr{'y' if len(found) == 1 else 'ies'}", *notes])
         return response
 
 
