@@ -6,10 +6,20 @@ and stores an accepted lesson through the memory node's memory/add service, with
 Each request has a deadline (its ``deadline``, wall clock; when zero, now + ``learning.deadline``). The
 chain stops at it, and a lesson is stored only while at least ``learning.store_margin`` seconds are left:
 a caller that gave up at its deadline never finds a lesson stored behind its back.
+
+Distillation (DROC, teachbot.knowledge.extractor): after the chain, and instead of it for a
+``distill_only`` request, the knowledge extractor (the same model, the skill parameters of the request
+profile's world) distils typed entries from the transcript; each entry about an object gets that
+object's crop vector from perception/describe_object (when perception serves it) and all are stored
+through memory/add_knowledge, within the same deadline and store margin. The response lists their texts
+and ids. Nothing is distilled when knowledge.extraction.enabled in config/knowledge.yaml is false, when
+the ``distill`` parameter is false, or when no memory node serves memory/add_knowledge (no LLM call is
+spent on knowledge that could not be kept).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,27 +29,40 @@ from typing import Any
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from teachbot_interfaces.msg import InteractionExample, LlmCompletion
-from teachbot_interfaces.srv import AddExample, Improve
+from teachbot_interfaces.srv import AddExample, AddKnowledge, DescribeObject, Improve
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.registry import RobotApi
 from teachbot.console.transcript import Transcript
+from teachbot.knowledge.entry import KnowledgeEntry
+from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
 from teachbot.learning.improver import Improver, Lesson, deadline_message
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
+from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
+from teachbot.skills.parameters import WORLDS, SkillParameters
+
+DESCRIBE_TIMEOUT = 2.0  # seconds one perception/describe_object call may take (a learned image model on the CPU)
 
 
 class ImprovementNode(Node):
     """Serves improvement/improve; one lesson at a time."""
 
     def __init__(self, model: Model | None = None, **overrides: Any) -> None:
-        """ROS parameters (also keyword arguments): config, llm_config, llm_backend, llm_model, llm_base_url;
-        any other keyword overrides a key of the learning section (e.g. ``mode``)."""
+        """ROS parameters (also keyword arguments): config, llm_config, llm_backend, llm_model, llm_base_url,
+        knowledge_config (a knowledge.yaml; default config/knowledge.yaml), distill (false: never distil
+        knowledge), robot_id (the provenance of distilled knowledge; default the host name); any other
+        keyword overrides a key of the learning section (e.g. ``mode``)."""
         super().__init__("improvement")
-        for name, default in (("config", "learning"), *((key, "") for key in LLM_PARAMETERS)):
+        for name, default in (("config", "learning"), ("knowledge_config", ""), ("robot_id", ""),
+                              *((key, "") for key in LLM_PARAMETERS)):
             self.declare_parameter(name, str(overrides.pop(name, default)))
+        distill = overrides.pop("distill", True)
+        if not isinstance(distill, bool):
+            distill = str(distill).strip().lower() not in ("false", "0", "no", "off")
+        self.declare_parameter("distill", distill)
         cfg = load_yaml(resolve_config(str(self.get_parameter("config").value)))["learning"]
         cfg.update(overrides)
         refuse_duplicate(self)
@@ -54,17 +77,33 @@ class ImprovementNode(Node):
             publisher = self.create_publisher(LlmCompletion, "improvement/completions", TRANSCRIPT_QOS)
             add(completion_publisher(self, publisher, "improvement"))
         self._improvers: dict[str, Improver] = {}
+        self._extractors: dict[str, KnowledgeExtractor] = {}
+        self.extraction = ExtractionConfig.load(str(self.get_parameter("knowledge_config").value) or None)
+        self.distill = bool(self.get_parameter("distill").value) and self.extraction.enabled
+        self.robot_id = str(self.get_parameter("robot_id").value) or socket.gethostname()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="improve")
-        self.memory = self.create_client(AddExample, "memory/add", callback_group=ReentrantCallbackGroup())
+        clients = ReentrantCallbackGroup()
+        self.memory = self.create_client(AddExample, "memory/add", callback_group=clients)
+        self.knowledge = self.create_client(AddKnowledge, "memory/add_knowledge", callback_group=clients)
+        self.describe = self.create_client(DescribeObject, "perception/describe_object", callback_group=clients)
         self.create_service(Improve, "improvement/improve", self.on_improve, callback_group=MutuallyExclusiveCallbackGroup())
-        self.get_logger().info(f"improvement ready: mode {self.mode}, model {self.model.name}")
+        self.get_logger().info(f"improvement ready: mode {self.mode}, model {self.model.name}, "
+                               f"distillation {'on' if self.distill else 'off'}")
 
     def _improver(self, profile: str) -> Improver:
         if profile not in self._improvers:
             self._improvers[profile] = Improver(self.model, RobotApi.load(profile), self.mode)
         return self._improvers[profile]
+
+    def _extractor(self, profile: str) -> KnowledgeExtractor:
+        """The profile's extractor: its robot API and the skill parameters of its world (tabletop or household)."""
+        if profile not in self._extractors:
+            api = RobotApi.load(profile)
+            world = api.profile if api.profile in WORLDS else "tabletop"
+            self._extractors[profile] = KnowledgeExtractor(self.model, api, SkillParameters.load(world), self.extraction)
+        return self._extractors[profile]
 
     def _monotonic_deadline(self, stamp: Any) -> tuple[float, float]:
         """The request's deadline on time.monotonic() and the seconds it allowed from now."""
@@ -76,26 +115,41 @@ class ImprovementNode(Node):
         deadline, seconds = self._monotonic_deadline(request.deadline)
         if seconds <= 0:
             return self._refuse(response, deadline_message(seconds))
+        profile = request.profile or "tabletop"
+        if request.distill_only:
+            return await self._distill_only(request, response, profile, deadline, seconds)
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory client's answer must be able to arrive on a single-threaded executor)
-        profile = request.profile or "tabletop"
         work = self._workers.submit(self._learn, profile, request.transcript, list(request.scene_objects), deadline)
         try:
             lesson = await wait_for_worker(self, work)
         except Exception as exc:  # noqa: BLE001 - an LLM outage is an answer, not a crash
             return self._refuse(response, f"could not learn: {type(exc).__name__}: {exc}")
+        await self._store_lesson(request, response, profile, lesson, deadline, seconds)
+        if self._can_distill(deadline):  # after the chain, whatever its verdict: the corrections may still teach facts
+            await self._distill(request, response, profile, deadline)
+            if response.knowledge:
+                self.get_logger().info(f"episode {request.episode_id or '?'}: {len(response.knowledge)} knowledge "
+                                       f"entr{'y' if len(response.knowledge) == 1 else 'ies'} stored")
+        return response
+
+    async def _store_lesson(self, request: Improve.Request, response: Improve.Response, profile: str, lesson: Lesson,
+                            deadline: float, seconds: float) -> None:
+        """Fill ``response`` from the chain's lesson and store it through memory/add when it is good and in time."""
         response.problem, response.improvement, response.scope = lesson.problem, lesson.improvement, lesson.scope
         response.improved_transcript = lesson.transcript
         for note in lesson.notes:
             self.get_logger().info(f"episode {request.episode_id or '?'}: {note}")
         if not lesson.ok:
-            return self._refuse(response, lesson.reason, "lesson discarded: ")
+            self._refuse(response, lesson.reason, "lesson discarded: ")
+            return
         left = deadline - time.monotonic()
         if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
             message = deadline_message(seconds) if left <= 0 else (
                 f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
                 "the lesson); nothing was stored")
-            return self._refuse(response, message)
+            self._refuse(response, message)
+            return
         example = InteractionExample(
             profile=profile, source="learned", transcript=lesson.transcript,
             instructions=Transcript.parse(lesson.transcript).instructions(), problem=lesson.problem,
@@ -112,7 +166,84 @@ class ImprovementNode(Node):
         else:
             response.message = "the lesson could not be stored: " + (stored.message if stored else "the memory node is not running")
             self.get_logger().warning(response.message)
+
+    # ------------------------------------------------------------------ distillation
+    def _can_distill(self, deadline: float) -> bool:
+        """Distillation is on, a memory node keeps knowledge, and there is time to distil and store."""
+        return self.distill and self.knowledge.service_is_ready() and deadline - time.monotonic() >= self.store_margin
+
+    async def _distill_only(self, request: Improve.Request, response: Improve.Response, profile: str, deadline: float,
+                            seconds: float) -> Improve.Response:
+        """A distill_only request: no improvement chain; ``stored`` says whether any knowledge was stored."""
+        if not self.distill:
+            why = ("knowledge.extraction.enabled is false in config/knowledge.yaml" if not self.extraction.enabled
+                   else "the improvement node's distill parameter is false")
+            return self._refuse(response, f"nothing distilled: {why}")
+        if not self.knowledge.service_is_ready():
+            return self._refuse(response, "nothing distilled: no memory node serves memory/add_knowledge")
+        if deadline - time.monotonic() < self.store_margin:
+            return self._refuse(response, deadline_message(seconds))
+        message = await self._distill(request, response, profile, deadline)
+        response.stored = bool(response.knowledge_ids)
+        response.message = message
         return response
+
+    async def _distill(self, request: Improve.Request, response: Improve.Response, profile: str, deadline: float) -> str:
+        """Run the extractor on a worker thread, store its entries; fill response.knowledge(_ids); returns what happened."""
+        work = self._workers.submit(self._extract, profile, request, deadline)
+        try:
+            entries = await wait_for_worker(self, work)
+        except Exception as exc:  # noqa: BLE001 - a bad transcript or config is an answer, not a crash
+            message = f"nothing distilled: {type(exc).__name__}: {exc}"
+            self.get_logger().warning(message)
+            return message
+        if not entries:
+            return "nothing distilled: the interaction holds no correction to remember"
+        if deadline - time.monotonic() < self.store_margin:
+            message = f"{len(entries)} knowledge entries distilled too late (under {self.store_margin:g} s to the deadline); nothing stored"
+            self.get_logger().info(message)
+            return message
+        stored = await self.knowledge.call_async(AddKnowledge.Request(entries=[entry_to_msg(e) for e in entries]))
+        if stored is None or not stored.success:
+            message = "the knowledge could not be stored: " + (stored.message if stored is not None else "no answer from memory")
+            self.get_logger().warning(message)
+            return message
+        response.knowledge = [e.text for e in entries]
+        response.knowledge_ids = list(stored.ids)
+        return "learned: " + " ".join(response.knowledge)
+
+    def _extract(self, profile: str, request: Improve.Request, deadline: float) -> list[KnowledgeEntry]:
+        """The extractor's entries, done while the store margin is still ahead (what comes later could not be stored)."""
+        until = deadline - self.store_margin
+        images: dict[str, tuple[list[float], str] | None] = {}
+        with self._lock:
+            return self._extractor(profile).extract(
+                request.transcript, scene_objects=list(request.scene_objects), episode_id=request.episode_id,
+                robot_id=self.robot_id, image_of=lambda name: self._image_of(name, images, until), deadline=until)
+
+    def _image_of(self, name: str, cache: dict[str, tuple[list[float], str] | None],
+                  deadline: float) -> tuple[list[float], str] | None:
+        """The object's crop vector and its embedder from perception (on the worker thread, before ``deadline``);
+        None when perception does not serve it or cannot see the object."""
+        if name in cache:
+            return cache[name]
+        cache[name] = None
+        wait = min(DESCRIBE_TIMEOUT, deadline - time.monotonic())
+        if wait <= 0 or self._closing.is_set() or not self.describe.service_is_ready():
+            return None
+        done = threading.Event()
+        future = self.describe.call_async(DescribeObject.Request(name=name))
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(wait):
+            self.describe.remove_pending_request(future)
+            self.get_logger().info(f"no image of {name!r}: perception/describe_object did not answer in {wait:.1f} s")
+            return None
+        reply = future.result()
+        if reply is None or not reply.success or not len(reply.embedding):
+            self.get_logger().info(f"no image of {name!r}: {reply.message if reply is not None else 'no answer'}")
+            return None
+        cache[name] = ([float(v) for v in reply.embedding], reply.image_model)
+        return cache[name]
 
     def _refuse(self, response: Improve.Response, message: str, log_prefix: str = "") -> Improve.Response:
         """Answer stored=False with ``message``, logged as one info line."""
