@@ -40,7 +40,8 @@ def record(session: ScriptedSession, path: Path, storage: str = "mcap", real_tim
                        real_time_factor=real_time_factor, title=session.title)
     console = ConsoleStack(spec, interaction_model=ScriptedModel(session.interaction, name="interaction:scripted"),
                            function_model=ScriptedModel([], name="function_generation:scripted"),
-                           improvement_model=ScriptedModel(session.improvement, name="improvement:scripted"))
+                           improvement_model=ScriptedModel(session.improvement, name="improvement:scripted"),
+                           correction_model=ScriptedModel(session.correction, name="correction:scripted"))
     try:
         console.start()
         console.record(path, storage=storage)

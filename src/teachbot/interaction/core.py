@@ -84,9 +84,11 @@ class InteractionCore:
         prices: PriceTable | None = None,
         knowledge: Any = None,
         corrections: Any = None,
+        known_objects: Callable[[], list[str]] | None = None,
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
+        self.known_objects = known_objects  # what the robot knows now without waiting (the knowledge block)
         self.config = config or CoreConfig()
         self.learner, self.scene_objects, self.log = learner, scene_objects, log
         self.on_entry = on_entry or (lambda _episode, _entry, _first: None)
@@ -184,7 +186,10 @@ class InteractionCore:
             return []
 
     def _knowledge_block(self, instructions: list[str]) -> str:
-        return self.knowledge.block(instructions, self._objects_now()) if instructions else ""
+        if not instructions:
+            return ""
+        objects = self.known_objects() if self.known_objects is not None else self._objects_now()
+        return self.knowledge.block(instructions, objects)
 
     def _correct(self, utterance: str, transcript: Transcript) -> CorrectionStep | None:
         """The correction handler on the person's words after the robot acted (see ConsoleSession)."""

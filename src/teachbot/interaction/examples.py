@@ -46,8 +46,9 @@ class LocalExamples:
         from teachbot.memory.config import MemoryConfig
 
         settings = MemoryConfig.load(self.config)
-        if self.learned_dir:
-            settings = dataclasses.replace(settings, learned_dir=Path(self.learned_dir).expanduser().resolve())
+        if self.learned_dir:  # a store elsewhere keeps its knowledge next to it, as the memory node does
+            learned = Path(self.learned_dir).expanduser().resolve()
+            settings = dataclasses.replace(settings, learned_dir=learned, knowledge_dir=learned.parent / "knowledge")
         return settings
 
     def _open(self) -> Any:
@@ -57,6 +58,14 @@ class LocalExamples:
 
                 self._memory = EpisodicMemory.open(self._settings())
             return self._memory
+
+    def memory(self) -> Any:
+        """The EpisodicMemory (opened now if it was not yet)."""
+        return self._open()
+
+    def settings(self) -> Any:
+        """The MemoryConfig this store is read with (the learned_dir override applied)."""
+        return self._settings()
 
     def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
         found = self._open().retrieve(list(reversed(instructions)), profile, k)

@@ -4,8 +4,10 @@ In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml 
      improvement/completions (for the episode's token and cost account).
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
      interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session).
-Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's examples (the same
-store read in this process when the service does not answer) and improvement/improve for learning.
+Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's examples and
+memory/retrieve_knowledge for its "What I know" block and learned skill parameters (the same stores read
+in this process when the service does not answer), perception/describe_object for the looks of the
+object at hand, and improvement/improve for learning and for distilling knowledge at the end of a task.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, ThingStates, TranscriptUpdate
-from teachbot_interfaces.srv import Improve, RetrieveExamples
+from teachbot_interfaces.srv import DescribeObject, Improve, RetrieveExamples, RetrieveKnowledge
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.dialog import DialogChannel
@@ -36,6 +38,7 @@ from teachbot.interaction import (
     MemoryUnavailable,
     render_example,
 )
+from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, Found, LocalKnowledge
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
@@ -47,6 +50,7 @@ from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
+DESCRIBE_TIMEOUT = 5.0  # seconds perception/describe_object may take (else: the object by name only)
 
 
 class InteractionManagerNode(Node):
@@ -114,18 +118,46 @@ class InteractionManagerNode(Node):
         corrections = self._correction_handler(api, cfg, llm_raw, correction_model, interaction_model is None)
         learning = load_yaml(resolve_config("learning")).get("learning", {})
         local = LocalExamples(str(self.get_parameter("memory").value))
+        knowledge = self._knowledge(api, cfg, local)
         self.core = InteractionCore(
             api, implementations, self.dialog, model, function_model=functions,
             examples=FallbackExamples(self._retrieve, local, self.get_logger().warning),
             config=CoreConfig.from_config(cfg, learning), learner=self,
             scene_objects=self.list_objects, on_kill=self.skills.cancel_all, on_entry=self._publish_entry,
             limits=SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {})),
-            log=self.get_logger().info, prices=self.prices, corrections=corrections,
+            log=self.get_logger().info, prices=self.prices, corrections=corrections, knowledge=knowledge,
+            known_objects=lambda: sorted(self._objects or {}),
         )
         self._thread = threading.Thread(target=self.core.run, daemon=True, name="console")
         self._thread.start()
         self.get_logger().info(f"interaction manager ready: profile {api.profile}, model {model.name}; "
                                "waiting for the person to speak")
+
+    def _knowledge(self, api: RobotApi, cfg: dict[str, Any], local: LocalExamples) -> ConsoleKnowledge | None:
+        """The console's knowledge base: memory/retrieve_knowledge, else the same store in this process."""
+        from teachbot.skills.parameters import SkillParameters
+
+        if not bool(cfg.get("knowledge", True)):
+            return None
+        self.knowledge_client = self.create_client(RetrieveKnowledge, "memory/retrieve_knowledge")
+        self.describe_client = self.create_client(DescribeObject, "perception/describe_object")
+        parameters = SkillParameters.load("household" if api.profile == "household" else "tabletop")
+        source = FallbackKnowledge(_RemoteKnowledge(self), _LocalKnowledgeBase(local), self.get_logger().warning)
+        return ConsoleKnowledge(source, parameters.declared, self.get_logger().info)
+
+    def describe(self, name: str) -> tuple[list[float], str]:
+        """The named object's crop vector and its embedder from perception; ([], '') when it cannot say."""
+        if not self.describe_client.service_is_ready():
+            return [], ""
+        try:
+            reply = _call(self.describe_client, DescribeObject.Request(name=name), DESCRIBE_TIMEOUT, "perception/describe_object")
+        except TimeoutError as exc:
+            self.get_logger().info(f"no image of {name!r}: {exc}")
+            return [], ""
+        if not reply.success:
+            self.get_logger().debug(f"no image of {name!r}: {reply.message}")
+            return [], ""
+        return list(reply.embedding), str(reply.image_model)
 
     def _correction_handler(self, api: RobotApi, cfg: dict[str, Any], llm_raw: dict[str, Any], model: Model | None,
                             configured: bool) -> Any:
@@ -224,6 +256,24 @@ class InteractionManagerNode(Node):
         ), timeout, "improvement/improve")
         return LearnReply(bool(reply.stored), str(reply.message))
 
+    def wait_until_idle(self, timeout: float) -> bool:
+        """Wait until the console has finished after the person left (the episode's ending included)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
+        """The core's end-of-task distillation: improvement/improve with distill_only."""
+        if not self.improve_client.service_is_ready():
+            raise NotAvailableError("no knowledge distilled: the improvement node is not running")
+        sec = int(request.deadline)
+        reply = _call(self.improve_client, Improve.Request(
+            profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
+            scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
+            distill_only=True,
+        ), timeout, "improvement/improve")
+        learned = list(reply.knowledge)
+        return LearnReply(bool(learned), ("learned: " + " ".join(learned)) if learned else str(reply.message))
+
     @property
     def session(self) -> Any:
         """The running console episode (tests and the replay harness read its transcript)."""
@@ -245,6 +295,52 @@ def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
     if not done.wait(timeout):
         raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
     return future.result()
+
+
+class _RemoteKnowledge:
+    """KnowledgeSource over memory/retrieve_knowledge, the object's looks from perception/describe_object."""
+
+    def __init__(self, node: InteractionManagerNode) -> None:
+        self.node = node
+
+    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
+        from teachbot.nodes.knowledge_convert import entries_from_msgs
+
+        client = self.node.knowledge_client
+        if not client.service_is_ready():
+            raise MemoryUnavailable("the memory service memory/retrieve_knowledge is not running")
+        image, image_model = self.node.describe(object_name) if object_name else ([], "")
+        request = RetrieveKnowledge.Request(task=task, object_name=object_name, image=image, image_model=image_model,
+                                            kind=kind, skill=skill)
+        try:
+            reply = _call(client, request, RETRIEVE_TIMEOUT, "memory/retrieve_knowledge")
+        except TimeoutError as exc:
+            raise MemoryUnavailable(str(exc)) from None
+        if not reply.success:
+            raise MemoryUnavailable(f"memory/retrieve_knowledge failed: {reply.message}")
+        return Found(tuple(entries_from_msgs(reply.entries)), str(reply.block))
+
+
+class _LocalKnowledgeBase:
+    """The knowledge base opened in this process on first use, with the examples' sentence embedder
+    (by name only: this process has no camera)."""
+
+    def __init__(self, examples: LocalExamples) -> None:
+        self.examples = examples
+        self._source: LocalKnowledge | None = None
+        self._lock = threading.Lock()
+
+    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
+        with self._lock:
+            if self._source is None:
+                from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
+                from teachbot.perception.object_crop import knowledge_settings
+
+                memory = self.examples.memory()
+                config, images = knowledge_settings()
+                store = KnowledgeStore(self.examples.settings().knowledge_path)
+                self._source = LocalKnowledge(KnowledgeRetriever(store, memory.embedder, images, config))
+        return self._source.find(task, object_name, kind, skill)
 
 
 class _TimedSkills:

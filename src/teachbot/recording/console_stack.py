@@ -250,4 +250,7 @@ def run_conversation(console: ConsoleStack, utterances: Sequence[str], *, timeou
     while not person.finished.is_set() and not stop.is_set() and deadline > 0:
         person.finished.wait(0.05)
         deadline -= 0.05
+    if person.finished.is_set() and not stop.is_set():
+        # the episode's own ending (knowledge distilled from its corrections) belongs to the session too
+        console.interaction_manager.wait_until_idle(max(deadline, 1.0))
     return person

@@ -32,6 +32,27 @@ SLOW_LESSON = """>>> wait_for_trigger()
 'success'
 >>> wait_for_trigger()"""
 
+# DROC's correction handler answers as chat models do: a sentence of reasoning, then the JSON object
+WRONG_BOWL = ('The robot used the wrong bowl: that changes what the plan does, not how a skill moves.\n'
+              '{"correction": true, "level": "plan", "history": "initial", "skill": "", "object": "", "parameter": "", '
+              '"direction": "", "amount": "", "value": null, "absolute": false, '
+              '"constraint": "Put the red block in the blue bowl, not the yellow one."}')
+WRONG_BLOCK = ('```json\n{"correction": true, "level": "plan", "history": "initial", "skill": "", "object": "", '
+               '"parameter": "", "direction": "", "amount": "", "value": null, "absolute": false, '
+               '"constraint": "When the person says the block, use the green block."}\n```')
+TOO_FAST = ('The person finds the drive too fast: that is the speed of move_to, a skill parameter, by a lot.\n```json\n'
+            '{"correction": true, "level": "skill", "history": "last", "skill": "move_to", "object": "counter", '
+            '"parameter": "speed_factor", "direction": "-", "amount": "large", "value": null, "absolute": false, '
+            '"constraint": ""}\n```')
+# and the extraction answers (the improvement model distils knowledge after the chain, or alone at the end of a task)
+BOWL_RULE = ('```json\n[{"kind": "constraint", "text": "Use the bowl the person names by its colour.", "object": "", '
+             '"skill": "", "parameters": {}, "scope": "task"}]\n```')
+BLOCK_RULE = ('The person corrected which block was meant.\n[{"kind": "preference", "text": "When the person says the block '
+              'without a colour, they mean the green block.", "object": "green block", "skill": "", "parameters": {}, '
+              '"scope": "always"}]')
+SLOW_RULE = ('[{"kind": "preference", "text": "The person wants the robot to drive slowly to the counter.", "object": "", '
+             '"skill": "", "parameters": {}, "scope": "always"}]')
+
 IMPROVED = """>>> wait_for_trigger()
 {'type': 'dialog', 'text': 'put the block in the blue bowl'}
 >>> put_first_on_second('green block', 'blue bowl')
@@ -50,6 +71,7 @@ class ScriptedSession:
     interaction: tuple[str, ...]
     person: tuple[str, ...]
     improvement: tuple[str, ...] = ()
+    correction: tuple[str, ...] = ()  # the correction handler's answers (DROC)
     scene_yaml: str = SCENE
     interaction_overrides: dict[str, object] = field(default_factory=lambda: {"dialog_timeout": 60.0})
     robot_profile: str = "panda_sim"
@@ -67,6 +89,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
         interaction=("put_first_on_second('red block', 'yellow bowl')", "wait_for_trigger()",
                      "put_first_on_second('red block', 'blue bowl')", "wait_for_trigger()"),
         person=("put the red block in the blue bowl", "that is the yellow bowl; I said the blue one"),
+        correction=(WRONG_BOWL,), improvement=(BOWL_RULE,),
     ),
     ScriptedSession(
         "learning_episode", "a learning episode followed by the improved behaviour on the next request",
@@ -79,7 +102,8 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      'block, but the person meant the green block."}\n```',
                      "When the person says 'the block', take the green block.",
                      "Whenever the person does not say which block.",
-                     IMPROVED),
+                     IMPROVED, BLOCK_RULE),
+        correction=(WRONG_BLOCK,),
     ),
     # the core paper's household demonstrations (issue 11)
     ScriptedSession(
@@ -108,7 +132,8 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      'the default speed; the person wants it to go there slowly."}\n```',
                      "When going to the counter, use speed_factor=0.2.",
                      "Only when the destination is the counter; other routes keep their speed.",
-                     SLOW_LESSON),
+                     SLOW_LESSON, SLOW_RULE),
+        correction=(TOO_FAST,),
         scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
 )}
