@@ -53,6 +53,22 @@ def test_a_correction_becomes_an_improved_example(api):
     assert "How can the robot do better" in model.prompts[1] and ANSWERS[0].split(".")[0] in model.prompts[1]
 
 
+def test_the_consoles_answer_to_a_correction_may_stand_before_the_learn_call(api):
+    """The correction handler's note, the re-run it typed and its result: still right after the person's words."""
+    for answer in ("# correction: plan-level, about the initial request: Use the green block.",
+                   "# correction: skill-level, about the last action: put_first_on_second('red block', 'blue bowl') again "
+                   "with grasp_height_offset=0.01 (was 0)\n>>> put_first_on_second('red block', 'blue bowl', "
+                   "grasp_height_offset=0.01)\n'success'"):
+        text = WRONG.replace(">>> learn_from_interaction()", f"{answer}\n>>> learn_from_interaction()")
+        model = ScriptedModel([*ANSWERS, f"```\n{IMPROVED}\n```"])
+        lesson = Improver(model, api).learn(text)
+        assert lesson.ok, lesson.reason
+        assert answer.splitlines()[0] in model.prompts[0]  # the improvement model sees the console's answer
+    text = WRONG.replace(">>> learn_from_interaction()", ">>> say('ok')\n# correction: plan-level, about x: y\n"
+                                                             ">>> learn_from_interaction()")
+    assert "directly follow" in Improver(ScriptedModel([]), api).learn(text).reason  # the LLM's own statement in between
+
+
 def test_discarded_when_the_call_does_not_follow_the_person(api):
     text = WRONG.replace(">>> learn_from_interaction()", ">>> say('ok')\n>>> learn_from_interaction()")
     model = ScriptedModel([])

@@ -194,8 +194,8 @@ class InteractionCore:
     def _correct(self, utterance: str, transcript: Transcript) -> CorrectionStep | None:
         """The correction handler on the person's words after the robot acted (see ConsoleSession)."""
         handler = self.corrections
-        if not handler.last_calls(transcript):
-            return None  # nothing was done that the words could correct: the LLM reads them as they are
+        if not handler.acted_since_last_words(transcript):
+            return None  # the robot did nothing since the person last spoke: the LLM reads the words as they are
         try:
             correction = handler.handle(utterance, transcript)
         except Exception as exc:  # noqa: BLE001 - the handler falls back itself; a bug must not end the episode

@@ -103,6 +103,14 @@ class CorrectionHandler:
         """The parameterised skill calls of the transcript with literal arguments, oldest first."""
         return [call for _, call in skill_calls(transcript, self.skills, self.parameters)]
 
+    def acted_since_last_words(self, transcript: Transcript | str) -> bool:
+        """Whether a parameterised skill ran between the person's previous words and their newest ones
+        (only then can the newest words correct an action)."""
+        transcript = as_transcript(transcript)
+        said = sorted(person_outputs(transcript.entries))
+        previous = said[-2] if len(said) >= 2 else -1
+        return any(index > previous for index, _ in skill_calls(transcript, self.skills, self.parameters))
+
     def prompt(self, utterance: str, transcript: Transcript | str) -> str:
         """The correction prompt for ``utterance`` after ``transcript``."""
         transcript = as_transcript(transcript)

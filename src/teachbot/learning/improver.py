@@ -3,9 +3,10 @@
 (1) is there a problem, as a JSON verdict ``{"problem": true|false, "description": "one sentence"}``;
 (2) how to do better, one sentence, no code; (scope) under which condition the lesson applies; (3) the
 improved interaction in console syntax. The result is discarded when the call does not directly follow
-the person's words, when (1) finds no problem, when the improved transcript is invalid (does not parse,
-calls anything but the profile's API, calls learn_from_interaction()), equals the input, does not start
-with the person's original request or names an object that was not in the scene.
+the person's words (or the console's answer to their correction), when (1) finds no problem, when the
+improved transcript is invalid (does not parse, calls anything but the profile's API, calls
+learn_from_interaction()), equals the input, does not start with the person's original request or
+names an object that was not in the scene.
 
 The whole chain runs under an optional deadline (``time.monotonic()``) and a ``cancelled()`` check:
 before each LLM call it stops with a not-ok lesson when either says so, and each call gets the seconds
@@ -35,6 +36,7 @@ LEARN_CALL = "learn_from_interaction()"
 SPOKEN_CALLS = ("say", "ask")  # their string arguments are words to the person, not object names
 UNSTRUCTURED_NOTE = "the problem verdict was not JSON; its text was read as the problem"
 CANCELLED = "the learning call was cancelled; nothing was stored"
+CORRECTION_NOTE = "# correction: "  # the console's note after a correction (teachbot.knowledge.correction.NOTE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -310,15 +312,27 @@ def _scene_note(scene_objects: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------------------- helpers
 def _without_learn_call(text: str) -> str | None:
     """The transcript before the final learn_from_interaction(), if that call directly follows the
-    person's words (a wait_for_trigger()/ask() answered with a dialog dict); otherwise None."""
+    person's words (a wait_for_trigger()/ask() answered with a dialog dict), or the console's answer to
+    their correction; otherwise None."""
     transcript = Transcript.parse(text)
     entries = transcript.entries
     while entries and entries[-1].kind == "output":  # the learn call's own output, if any
         entries = entries[:-1]
     if len(entries) < 3 or entries[-1].kind != "code" or entries[-1].text.strip() != LEARN_CALL:
         return None
-    said, asked = entries[-2], entries[-3]
-    if said.kind != "output" or asked.kind != "code" or not utterance_text(said.text):
+    before = list(entries[:-1])
+    # the console's own answer to a correction (its '# correction: ' note, maybe the re-run call and its
+    # result) may stand between the person's words and the learn call; parsed back, the note is part of
+    # the output that holds the person's words
+    noted = [i for i in range(max(0, len(before) - 3), len(before)) if before[i].kind == "output"
+             and any(line.startswith(CORRECTION_NOTE) for line in before[i].text.splitlines())]
+    if noted:
+        before = before[:noted[0] + 1]
+    if len(before) < 2:
+        return None
+    said, asked = before[-1], before[-2]
+    words = "\n".join(line for line in said.text.splitlines() if not line.startswith(CORRECTION_NOTE))
+    if said.kind != "output" or asked.kind != "code" or not utterance_text(words):
         return None
     if not re.match(r"^\s*(\w+\s*=\s*)?(wait_for_trigger|ask)\(", asked.text):
         return None

@@ -44,6 +44,9 @@ TOO_FAST = ('The person finds the drive too fast: that is the speed of move_to, 
             '{"correction": true, "level": "skill", "history": "last", "skill": "move_to", "object": "counter", '
             '"parameter": "speed_factor", "direction": "-", "amount": "large", "value": null, "absolute": false, '
             '"constraint": ""}\n```')
+NEW_REQUEST = ('<think>The person asks for something new; nothing about the last drive is wrong.</think>\n'
+               '{"correction": false, "level": "none", "history": "none", "skill": "", "object": "", "parameter": "", '
+               '"direction": "", "amount": "", "value": null, "absolute": false, "constraint": ""}')
 # and the extraction answers (the improvement model distils knowledge after the chain, or alone at the end of a task)
 BOWL_RULE = ('```json\n[{"kind": "constraint", "text": "Use the bowl the person names by its colour.", "object": "", '
              '"skill": "", "parameters": {}, "scope": "task"}]\n```')
@@ -133,7 +136,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      "When going to the counter, use speed_factor=0.2.",
                      "Only when the destination is the counter; other routes keep their speed.",
                      SLOW_LESSON, SLOW_RULE),
-        correction=(TOO_FAST,),
+        correction=(TOO_FAST, NEW_REQUEST),
         scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
 )}
