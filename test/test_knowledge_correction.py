@@ -237,6 +237,15 @@ def test_last_calls_are_the_literal_calls_of_skills_with_parameters(household) -
     assert calls[1].source == "wipe('table', wipe_passes=2)"
 
 
+def test_words_can_correct_only_an_action_since_the_person_last_spoke(household) -> None:
+    correct, _ = handler(household)
+    assert correct.acted_since_last_words(console(">>> grasp('red cup')", "'success'", said("a bit higher")))
+    assert not correct.acted_since_last_words(console(">>> grasp('red cup')", "'success'", said("a bit higher"),
+                                                      ">>> say('ok')", said("now go to the table")))
+    assert not correct.acted_since_last_words(console(said("what else?")))  # talk only
+    assert correct.acted_since_last_words(console(said("hm"), ">>> move_to('table')", "'success'", said("slower")))
+
+
 # ---------------------------------------------------------------------------------------------- fallbacks
 def fallback(utterance: str) -> Correction:
     return Correction(True, "plan", "last", constraint=utterance,
