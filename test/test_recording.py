@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from teachbot.llm.base import prompt_digest
+from teachbot.llm.base import SYSTEM_END, prompt_digest
 from teachbot.recording.bag import SESSION_TOPIC, WORLD_STATE_TOPIC, BagError, BagWriter, RecordedSession, SessionSpec, TopicSpec
 from teachbot.recording.types import interface_definitions, typestore
 
@@ -124,14 +124,37 @@ def test_shipped_bag_reads_back_with_rosbags(name):
 
 def test_learning_bag_holds_the_improvement_chain_and_the_lesson_in_the_next_prompt():
     session = RecordedSession.load(BAGS / "learning_episode")
-    teacher = session.completions_for("improvement")
-    assert len(teacher) == 4 and teacher[-1].text.startswith(">>> wait_for_trigger()")
+    teacher = session.completions_for("improvement")  # the chain's four answers, then the distilled knowledge
+    assert len(teacher) == 5 and teacher[3].text.startswith(">>> wait_for_trigger()") and '"kind": "preference"' in teacher[4].text
+    [handler] = session.completions_for("correction")  # the person's "No, I meant the green block": plan level
+    assert '"level": "plan"' in handler.text and "No, I meant the green block" in handler.prompt
     robot = session.completions_for("interaction")
     last_prompt = robot[-2].prompt  # the one answered with the improved behaviour
-    assert "# learned lesson, applies" in last_prompt and teacher[-1].text in last_prompt
-    assert "# learned lesson" not in robot[1].prompt
+    assert "# learned lesson, applies" in last_prompt and teacher[3].text in last_prompt
+    shown = last_prompt.split(SYSTEM_END, 1)[1]
+    assert "# What I know:\n# - When the person says the block without a colour, they mean the green block." in shown
+    assert "# learned lesson" not in robot[1].prompt and "# What I know" not in robot[1].prompt.split(SYSTEM_END, 1)[1]
+    assert "# correction: plan-level, about the initial request: When the person says the block" in robot[2].prompt
     world = session.final_world.by_name()
     assert world["green block"].supported_by == "yellow bowl" and world["red block"].supported_by == "blue bowl"
+
+
+def test_household_bag_holds_a_skill_level_correction_and_the_distilled_parameter():
+    """'That was too fast': the handler re-ran the drive slower, the parameter was distilled, and the next
+    prompts about the counter (not the one about the table) show it."""
+    session = RecordedSession.load(BAGS / "household_slowly_to_counter")
+    lines = session.transcript
+    note = next(line for line in lines if line.startswith("# correction: "))
+    assert note == "# correction: skill-level, about the last action: move_to('counter') again with speed_factor=0.2222 (was 0.5)"
+    assert lines[lines.index(note) + 1] == ">>> move_to('counter', speed_factor=0.2222)"
+    handler = session.completions_for("correction")  # the correction, then two new requests that are none
+    assert len(handler) == 3 and '"level": "skill"' in handler[0].text and all('"correction": false' in c.text for c in handler[1:])
+    assert len(session.completions_for("improvement")) == 5  # the chain's four answers, then the distilled knowledge
+    blocks = {c.prompt.split("'text': ")[-1].split("'")[1]: c.prompt.split(SYSTEM_END, 1)[1].split("# Example", 1)[0]
+              for c in session.completions_for("interaction")}
+    learned = "# - Drive to the counter with speed_factor=0.2222 (learned from: 'that was too fast."
+    assert learned in blocks["now go to the counter"] and learned not in blocks["go to the table"]
+    assert "# - The person wants the robot to drive slowly to the counter." in blocks["go to the table"]  # a preference: always
 
 
 def test_recording_a_running_stack(stack, client, tmp_path):

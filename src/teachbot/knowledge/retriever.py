@@ -223,8 +223,9 @@ def render(entries: Sequence[KnowledgeEntry | RetrievedKnowledge], prefix: str =
         entry = item.entry if isinstance(item, RetrievedKnowledge) else item
         text = " ".join(entry.text.split())
         if entry.kind == "skill_parameter":
-            values = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v!r}" for k, v in entry.parameters.items())
-            text += f" ({entry.skill}: {values})"
+            pairs = [f"{k}={list(v) if isinstance(v, tuple) else v!r}" for k, v in entry.parameters.items()]
+            if not all(pair in text for pair in pairs):  # the sentence may already say them
+                text += f" ({entry.skill}: {', '.join(pairs)})"
         lines.append(f"{prefix}- {text}")
     return "\n".join([f"{prefix}{HEADER}", *lines]) if lines else ""
 

@@ -136,7 +136,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      "When going to the counter, use speed_factor=0.2.",
                      "Only when the destination is the counter; other routes keep their speed.",
                      SLOW_LESSON, SLOW_RULE),
-        correction=(TOO_FAST, NEW_REQUEST),
+        correction=(TOO_FAST, NEW_REQUEST, NEW_REQUEST),
         scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
 )}
