@@ -45,6 +45,9 @@ from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.skills.parameters import WORLDS, SkillParameters
 
 DESCRIBE_TIMEOUT = 2.0  # seconds one perception/describe_object call may take (a learned image model on the CPU)
+STORE_WAIT = 0.5  # seconds to wait for memory/add_knowledge to be discovered before distilling nothing
+NO_STORE = "nothing distilled: no memory node serves memory/add_knowledge"
+PERCEPTION = "\0perception"  # the image cache's note of whether perception/describe_object is served (no object's name)
 
 
 class ImprovementNode(Node):
@@ -169,8 +172,9 @@ class ImprovementNode(Node):
 
     # ------------------------------------------------------------------ distillation
     def _can_distill(self, deadline: float) -> bool:
-        """Distillation is on, a memory node keeps knowledge, and there is time to distil and store."""
-        return self.distill and self.knowledge.service_is_ready() and deadline - time.monotonic() >= self.store_margin
+        """Distillation is on and there is time to distil and store (whether a memory node keeps knowledge is
+        checked on the worker, waiting briefly for its discovery, so the answer does not depend on graph timing)."""
+        return self.distill and deadline - time.monotonic() >= self.store_margin
 
     async def _distill_only(self, request: Improve.Request, response: Improve.Response, profile: str, deadline: float,
                             seconds: float) -> Improve.Response:
@@ -179,8 +183,6 @@ class ImprovementNode(Node):
             why = ("knowledge.extraction.enabled is false in config/knowledge.yaml" if not self.extraction.enabled
                    else "the improvement node's distill parameter is false")
             return self._refuse(response, f"nothing distilled: {why}")
-        if not self.knowledge.service_is_ready():
-            return self._refuse(response, "nothing distilled: no memory node serves memory/add_knowledge")
         if deadline - time.monotonic() < self.store_margin:
             return self._refuse(response, deadline_message(seconds))
         message = await self._distill(request, response, profile, deadline)
@@ -197,6 +199,8 @@ class ImprovementNode(Node):
             message = f"nothing distilled: {type(exc).__name__}: {exc}"
             self.get_logger().warning(message)
             return message
+        if entries is None:
+            return NO_STORE
         if not entries:
             return "nothing distilled: the interaction holds no correction to remember"
         if deadline - time.monotonic() < self.store_margin:
@@ -212,9 +216,13 @@ class ImprovementNode(Node):
         response.knowledge_ids = list(stored.ids)
         return "learned: " + " ".join(response.knowledge)
 
-    def _extract(self, profile: str, request: Improve.Request, deadline: float) -> list[KnowledgeEntry]:
-        """The extractor's entries, done while the store margin is still ahead (what comes later could not be stored)."""
+    def _extract(self, profile: str, request: Improve.Request, deadline: float) -> list[KnowledgeEntry] | None:
+        """The extractor's entries, done while the store margin is still ahead (what comes later could not be stored);
+        None, with no model call, when no memory node serves memory/add_knowledge."""
         until = deadline - self.store_margin
+        if not self.knowledge.wait_for_service(timeout_sec=max(0.0, min(STORE_WAIT, until - time.monotonic()))):
+            self.get_logger().info(NO_STORE)
+            return None
         images: dict[str, tuple[list[float], str] | None] = {}
         with self._lock:
             return self._extractor(profile).extract(
@@ -228,8 +236,11 @@ class ImprovementNode(Node):
         if name in cache:
             return cache[name]
         cache[name] = None
+        if PERCEPTION not in cache:  # once per request: is perception there (discovery may lag a moment)?
+            ready = self.describe.wait_for_service(timeout_sec=max(0.0, min(STORE_WAIT, deadline - time.monotonic())))
+            cache[PERCEPTION] = ([], "") if ready else None
         wait = min(DESCRIBE_TIMEOUT, deadline - time.monotonic())
-        if wait <= 0 or self._closing.is_set() or not self.describe.service_is_ready():
+        if wait <= 0 or self._closing.is_set() or cache[PERCEPTION] is None:
             return None
         done = threading.Event()
         future = self.describe.call_async(DescribeObject.Request(name=name))
