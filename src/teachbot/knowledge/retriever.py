@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from teachbot.config import load_yaml
-from teachbot.errors import ConfigError
-from teachbot.knowledge.descriptor import COSINE, DescriptorConfig, ImageEmbedder
+from teachbot.errors import ConfigError, InvalidArgumentError
+from teachbot.knowledge.descriptor import COSINE, ColourDepthDescriptor, DescriptorConfig, ImageEmbedder
 from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.store import KnowledgeStore
 from teachbot.llm.base import LLMError, Model
@@ -137,6 +137,7 @@ class KnowledgeRetriever:
         self.select_model = select_model
         self._vectors: dict[str, np.ndarray] = {}  # key text -> unit vector (of text_embedder)
         self._version = -1
+        self._index: _Index | None = None
         self._lock = threading.Lock()
         if self.config.select_enabled and select_model is None:
             log.warning("knowledge: select.enabled is true but no model was given; the LLM selection step is skipped")
@@ -171,46 +172,135 @@ class KnowledgeRetriever:
     def _candidates(self, task: str, object_name: str, image: Any, entries: list[KnowledgeEntry], version: int) -> list[RetrievedKnowledge]:
         if not entries:
             return []
-        text_scores = self._text_scores(task, entries, version)
-        query_image = np.asarray(image, dtype=np.float32) if image is not None and self.image_embedder is not None else None
-        name_words = set(_words(object_name))
-        out = []
-        for entry, text in zip(entries, text_scores):
-            visual = None
-            if query_image is not None and entry.image_embedding is not None and entry.image_model == self.image_embedder.name:
-                visual = self.image_embedder.similarity(query_image, entry.image_embedding)
-                if visual < self.visual_threshold:
-                    continue  # the entry's object looks different
-            object_words = set(_words(entry.object))
-            named = entry.scope == "object" and bool(object_words) and object_words <= name_words
-            if text < self.config.text_threshold and not named and not (entry.scope == "object" and visual is not None):
-                continue
-            weight = self.config.visual_weight if visual is not None else 0.0
-            score = (1.0 - weight) * text + weight * (visual if visual is not None else 0.0)
-            reason = "task" if text >= self.config.text_threshold else "object"
-            out.append(RetrievedKnowledge(entry, reason, text_score=text, visual_score=visual, score=score))
-        out.sort(key=lambda r: (-r.score, r.entry.created, r.entry.id))
-        return out[: self.config.k]
+        text_scores, index = self._text_scores(task, entries, version)
+        cfg = self.config
+        keep = text_scores >= cfg.text_threshold
+        visual = None
+        if image is not None and self.image_embedder is not None and len(index.image_rows):
+            visual = np.full(len(entries), np.nan)
+            visual[index.image_rows] = self._visual_scores(np.asarray(image, dtype=np.float32), index)
+            compared = ~np.isnan(visual)
+            keep |= compared & index.object_scoped  # an object entry that looks alike, whatever its words
+            keep &= ~(compared & (visual < self.visual_threshold))  # the entry's object looks different
+        named = index.named(set(_words(object_name)))
+        if named:
+            rows = np.asarray(named, dtype=np.int64)
+            if visual is not None:  # a named entry whose object looks different is dropped too
+                rows = rows[~(~np.isnan(visual[rows]) & (visual[rows] < self.visual_threshold))]
+            keep[rows] = True
+        rows = np.flatnonzero(keep)
+        seen = np.zeros(len(entries), dtype=bool) if visual is None else ~np.isnan(visual)
+        looks = np.nan_to_num(visual, nan=0.0) if visual is not None else np.zeros(len(entries))
+        weight = np.where(seen, cfg.visual_weight, 0.0)
+        scores = (1.0 - weight) * text_scores + weight * looks
+        # best first; equal scores: the older entry first (created, then id), as a sort of all candidates would
+        best = rows[np.lexsort((index.age_rank[rows], -scores[rows]))][: cfg.k]
+        return [RetrievedKnowledge(entries[i], "task" if text_scores[i] >= cfg.text_threshold else "object",
+                                   text_score=float(text_scores[i]), visual_score=float(visual[i]) if seen[i] else None,
+                                   score=float(scores[i])) for i in best.tolist()]
 
-    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int) -> list[float]:
-        """Per entry, the best cosine between the task and the entry's keys (its task and its sentence)."""
+    def _visual_scores(self, query: np.ndarray, index: _Index) -> np.ndarray:
+        """The image embedder's similarity of ``query`` to each entry vector of ``index``, all at once for the
+        histogram intersection and cosine metrics (the embedder's own ``similarity`` per entry otherwise)."""
+        embedder = self.image_embedder
+        matrix = index.image_matrix
+        if matrix is None or query.ndim != 1 or matrix.shape[1] != query.shape[0]:
+            sizes = sorted({len(index.entries[i].image_embedding) for i in index.image_rows.tolist()})
+            raise InvalidArgumentError(f"image vectors of {embedder.name} of sizes {query.size} (the query) and "
+                                       f"{', '.join(map(str, sizes))} (stored) cannot be compared")
+        q = query.astype(np.float64)
+        if isinstance(embedder, ColourDepthDescriptor):  # its similarity: the intersection over the smaller mass
+            mass = np.minimum(index.image_mass, q.sum())
+            overlap = np.minimum(matrix, q[None, :]).sum(axis=1)
+            return np.where(mass > 0, np.clip(overlap / np.where(mass > 0, mass, 1.0), 0.0, 1.0), 0.0)
+        if embedder.metric == COSINE:
+            norms = index.image_norms * float(np.linalg.norm(q))
+            return np.where(norms > 0, np.clip(matrix @ q / np.where(norms > 0, norms, 1.0), -1.0, 1.0), 0.0)
+        return np.asarray([embedder.similarity(query, index.entries[i].image_embedding) for i in index.image_rows.tolist()])
+
+    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int) -> tuple[np.ndarray, _Index]:
+        """Per entry, the best cosine between the task and the entry's keys (its task and its sentence); and the
+        index of ``entries`` (rebuilt when the store's version changes: key vectors embedded once, kept across versions)."""
         with self._lock:
-            if version != self._version:  # forget vectors of entries that are gone
-                keep = {key for e in entries for key in e.keys}
-                self._vectors = {k: v for k, v in self._vectors.items() if k in keep}
-                self._version = version
-            name = self.text_embedder.name
-            for entry in entries:  # vectors the entries carry, from the same model
-                if entry.text_embedding is not None and entry.text_model == name and entry.task and entry.task not in self._vectors:
-                    self._vectors[entry.task] = normalise(np.asarray([entry.text_embedding]))[0]
-            missing = sorted({key for e in entries for key in e.keys} - self._vectors.keys())
-            texts = [task, *missing] if task.strip() else missing
-            vectors = normalise(self.text_embedder.embed(texts)) if texts else np.zeros((0, 0), dtype=np.float32)
-            self._vectors.update(zip(missing, vectors[1:] if task.strip() else vectors))
+            index = self._index
+            if index is None or version != self._version or len(index.entries) != len(entries):
+                index = self._index = self._build(entries, version)
             if not task.strip():
-                return [0.0] * len(entries)
-            query = vectors[0]
-            return [max((float(self._vectors[key] @ query) for key in e.keys), default=0.0) for e in entries]
+                return np.zeros(len(entries)), index
+            query = normalise(self.text_embedder.embed([task]))[0]
+            scores = index.key_matrix @ query
+            return np.maximum(scores[index.first_key], scores[index.second_key]).astype(np.float64), index
+
+    def _build(self, entries: list[KnowledgeEntry], version: int) -> _Index:
+        """Caller holds ``_lock``: embed the keys not seen yet, forget those of entries that are gone, index the entries."""
+        name = self.text_embedder.name
+        keys = {key for e in entries for key in e.keys}
+        self._vectors = {k: v for k, v in self._vectors.items() if k in keys}
+        self._version = version
+        for entry in entries:  # vectors the entries carry, from the same model
+            if entry.text_embedding is not None and entry.text_model == name and entry.task and entry.task not in self._vectors:
+                self._vectors[entry.task] = normalise(np.asarray([entry.text_embedding]))[0]
+        missing = sorted(keys - self._vectors.keys())
+        if missing:
+            self._vectors.update(zip(missing, normalise(self.text_embedder.embed(missing))))
+        return _Index.build(entries, self._vectors, self.image_embedder)
+
+
+@dataclass
+class _Index:
+    """The specific entries of one store version as arrays: key vectors, image vectors, object words."""
+
+    entries: list[KnowledgeEntry]
+    key_matrix: np.ndarray  # unique keys x dim (unit rows); a last zero row for entries without keys
+    first_key: np.ndarray  # per entry: the row of its first key ...
+    second_key: np.ndarray  # ... and of its second (the first again when it has one)
+    object_scoped: np.ndarray  # per entry: scope == "object"
+    image_rows: np.ndarray  # entries whose image_model is the image embedder's
+    image_matrix: np.ndarray | None  # their vectors (None when their lengths differ)
+    image_mass: np.ndarray
+    image_norms: np.ndarray
+    by_word: dict[str, list[int]]  # object word -> object-scoped entries whose object has it
+    word_counts: np.ndarray  # per entry: how many distinct words its object has
+    age_rank: np.ndarray  # per entry: its place in (created, id) order
+
+    @classmethod
+    def build(cls, entries: list[KnowledgeEntry], vectors: dict[str, np.ndarray], image_embedder: Any) -> _Index:
+        keys = sorted({key for e in entries for key in e.keys})
+        row = {key: i for i, key in enumerate(keys)}
+        dim = len(next(iter(vectors.values()))) if vectors else 1
+        key_matrix = np.zeros((len(keys) + 1, dim), dtype=np.float32)
+        for key, i in row.items():
+            key_matrix[i] = vectors[key]
+        first = np.array([row[e.keys[0]] if e.keys else len(keys) for e in entries], dtype=np.int64)
+        second = np.array([row[e.keys[-1]] if e.keys else len(keys) for e in entries], dtype=np.int64)
+        name = getattr(image_embedder, "name", None)
+        rows = [i for i, e in enumerate(entries) if image_embedder is not None and e.image_embedding is not None
+                and e.image_model == name]
+        matrix = None
+        if rows and len({len(entries[i].image_embedding) for i in rows}) == 1:
+            matrix = np.array([entries[i].image_embedding for i in rows], dtype=np.float64)
+        age_rank = np.empty(len(entries), dtype=np.int64)
+        age_rank[sorted(range(len(entries)), key=lambda i: (entries[i].created, entries[i].id))] = np.arange(len(entries))
+        by_word: dict[str, list[int]] = {}
+        counts = np.zeros(len(entries), dtype=np.int64)
+        for i, e in enumerate(entries):
+            if e.scope == "object":
+                words = set(_words(e.object))
+                counts[i] = len(words)
+                for word in words:
+                    by_word.setdefault(word, []).append(i)
+        return cls(entries, key_matrix, first, second, np.array([e.scope == "object" for e in entries], dtype=bool),
+                   np.array(rows, dtype=np.int64), matrix,
+                   matrix.sum(axis=1) if matrix is not None else np.zeros(0),
+                   np.linalg.norm(matrix, axis=1) if matrix is not None else np.zeros(0), by_word, counts, age_rank)
+
+    def named(self, name_words: set[str]) -> list[int]:
+        """Object-scoped entries whose object's words are all among ``name_words`` ("cup" is named by "red cup")."""
+        hits: dict[int, int] = {}
+        for word in name_words:
+            for i in self.by_word.get(word, ()):
+                hits[i] = hits.get(i, 0) + 1
+        return [i for i, n in hits.items() if n == self.word_counts[i]]
 
 
 def render(entries: Sequence[KnowledgeEntry | RetrievedKnowledge], prefix: str = "") -> str:
