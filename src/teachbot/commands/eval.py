@@ -45,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "plan as one program)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
-    from teachbot.commands import eval_raider
+    from teachbot.commands import eval_droc, eval_raider
 
     eval_raider.register(kinds)
+    eval_droc.register(kinds)
     report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
     report.add_argument("directory")
     report.set_defaults(func=run_report)

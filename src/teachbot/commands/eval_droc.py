@@ -1,0 +1,106 @@
+"""``teachbot eval droc``: DROC's evaluation, corrections per iteration (see teachbot.evaluation.droc).
+
+    teachbot eval droc --out DIR                                     # every method and task, offline doubles
+    teachbot eval droc --methods droc,cap --tasks thin_coaster,my_cup --iterations 3 --max-corrections 4 --out DIR
+    teachbot eval droc --models config --llm-base-url http://127.0.0.1:8000/v1 --llm-model NAME --out DIR
+    teachbot eval droc --models config --allow-paid --out DIR        # config/llm.yaml's hosted endpoint: costs money
+
+The same command with the same --out resumes: episodes already in results.jsonl are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from teachbot.errors import ConfigError
+
+ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
+METHODS = ("droc", "droc-no-prior", "droc-all-history", "droc-no-visual", "cap")  # teachbot.evaluation.droc.METHODS (kept light)
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    """Add ``droc`` to the ``eval`` subcommands."""
+    p = kinds.add_parser("droc", help="DROC's evaluation: corrections per iteration for DROC, its ablations and CaP")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {', '.join(METHODS)} (default all)")
+    p.add_argument("--tasks", default="", help="comma-separated task ids of config/benchmarks/droc/ (default all, "
+                   "run in the config's order)")
+    p.add_argument("--iterations", type=int, default=3, help="iterations per task, 1-3 (default 3)")
+    p.add_argument("--max-corrections", type=int, default=4, help="corrections per episode before it counts as failed")
+    p.add_argument("--store", default="shared", choices=("shared", "per-task"),
+                   help="shared: one knowledge store per method across all tasks, as DROC's (default); per-task: "
+                        "emptied when each task's sequence starts")
+    p.add_argument("--out", required=True, help="output directory (a new one, or the same run's to resume)")
+    p.add_argument("--models", default="doubles", choices=("doubles", "config"),
+                   help="doubles: offline stand-ins that prove the mechanics, not a model (default); config: the "
+                        "interaction, correction and improvement roles of config/llm.yaml")
+    p.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint (--models config)")
+    p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves (--models config)")
+    p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    p.add_argument("--allow-paid", action="store_true",
+                   help="allow an endpoint that is not on this machine or network (a hosted API bills every call)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def paid_endpoints(raw: dict[str, Any], roles: tuple[str, ...] = ROLES) -> list[str]:
+    """'role at URL' for each role whose OpenAI-compatible endpoint is not local (it may bill the calls)."""
+    from teachbot.llm.factory import role_settings
+    from teachbot.llm.openai_model import DEFAULT_BASE_URL, is_local_url
+
+    out = []
+    for role in roles:
+        settings = role_settings(raw, role)
+        if settings["backend"] != "openai":
+            continue
+        url = str(settings.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        if not is_local_url(url):
+            out.append(f"{role} at {url}")
+    return out
+
+
+def config_models(args: argparse.Namespace) -> Any:
+    """The run's models from config/llm.yaml (and --llm-*), refusing a paid endpoint without --allow-paid."""
+    from teachbot.commands.eval import _llm, check_endpoint
+    from teachbot.evaluation.droc import DrocModels
+    from teachbot.llm.factory import model_from_config, role_settings
+
+    raw = _llm(args)
+    paid = paid_endpoints(raw)
+    if paid and not args.allow_paid:
+        raise ConfigError(f"the models would call a hosted endpoint ({'; '.join(paid)}), which may cost money; pass "
+                          "--allow-paid to run it anyway, point --llm-base-url at a local server, or use --models doubles")
+    for role in ROLES:
+        check_endpoint(raw, role)
+    settings = role_settings(raw, "interaction")
+    interaction = model_from_config(raw, "interaction")
+    label = f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
+    return DrocModels(interaction, interaction, model_from_config(raw, "correction"), model_from_config(raw, "improvement"), label)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or resume) the evaluation, then write summary.json and report.md and print the table."""
+    from teachbot.evaluation.droc import DrocConfig, double_models, run_droc, write_summary
+    from teachbot.evaluation.droc_tasks import load_tasks
+
+    config = DrocConfig(methods=_names(args.methods), tasks=_names(args.tasks), iterations=args.iterations,
+                        max_corrections=args.max_corrections, shared_store=args.store == "shared")
+    tasks = load_tasks()
+    config.validate([t.id for t in tasks])  # argument errors before any endpoint or simulator starts
+    models = config_models(args) if args.models == "config" else double_models()
+    config = dataclasses.replace(config, models=models.label)
+    results = run_droc(config, Path(args.out), models, tasks=tasks, show_progress=not args.no_progress and sys.stderr.isatty())
+    report, table = write_summary(results.parent)
+    print(f"corrections per iteration ({models.label}):\n{table}\nresults: {results}\nreport: {report}", flush=True)
+    return 0
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a name is given twice in {text!r}")
+    return names

@@ -1,0 +1,346 @@
+"""Stand-in models for the DROC evaluation (``teachbot eval droc --models doubles``).
+
+They prove the evaluation's mechanics, not any model's quality: that the console runs the task, that the
+person's words reach the correction handler and come back as a re-run or a replan, that the extractor
+stores what was corrected and that retrieval brings it back (or keeps it away) for the next object. Each
+double answers from what its prompt holds, in the styles chat models use (fenced JSON, prose around it):
+
+- ``InteractionDouble`` types the variant's oracle plan, one statement per turn, without parameter
+  keywords, then ``wait_for_trigger()``; after a failed statement or a re-run typed by the console it
+  hands back at once. In a plan-level task it takes the distractor (``Variant.wrong_plan``) unless its
+  prompt names the right object: the "# What I know:" block, a "# correction: plan-level" note, or
+  the person's correction. With ``cap=True`` it is the Code-as-Policies baseline's model: no handler
+  reads the person's words, so it turns a skill-level sentence into the corrected call itself, one
+  FIXED step (the grounding of config/knowledge.yaml for an object of the default size, i.e. without
+  the object's scale) from the value it last wrote, and remembers nothing between episodes.
+- ``CorrectionDouble`` reads the person's words and the last skill call out of the handler's prompt
+  (prompts/droc_correction.txt) and maps them to one JSON answer: lower/higher -> grasp_height_offset,
+  narrower/wider/less (of the hand) -> gripper_width, left/right -> the place offsets, less/further (of a
+  drawer) -> pull_distance, "the usual way" -> the declared default, "not the X ... the Y" -> plan-level.
+- ``ExtractionDouble`` reads the corrections out of the extractor's prompt (prompts/droc_extract.txt) and
+  distils a "not the X but the Y" into a task constraint about Y; skill-level corrections it leaves to the
+  extractor's rule entries (the re-run calls).
+
+What they cannot show: whether a model finds the right parameter or object from free wording, writes no
+keyword when it should, or invents knowledge; those need ``--models config``. Both interaction doubles
+read one thing out of an error: a refused value whose message names the limit is tried again at it.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from teachbot.console.household_api import SKILL_FUNCTIONS
+from teachbot.console.prompt import CURRENT_HEADER
+from teachbot.console.transcript import Transcript
+from teachbot.evaluation.doubles import _said, current_transcript
+from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, Variant
+from teachbot.knowledge.correction import NOTE_PREFIX, rewrite_call, skill_calls
+from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
+from teachbot.llm.base import SYSTEM_END
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.robot_profile import RobotProfile
+from teachbot.skills.parameters import SkillParameters
+
+WAIT = "wait_for_trigger()"
+KNOWN = "# What I know:"
+SKILL_NOTE = NOTE_PREFIX + "skill-level"
+PLAN_NOTE = NOTE_PREFIX + "plan-level"
+DEFAULT_WORDS = ("normally", "usual", "normal way", "the way you normally")
+# "not the X" / "I meant the Y", "is the Y", "take the Y": a wrong object named back
+NOT_THE = re.compile(r"\bnot the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
+MEANT_THE = re.compile(r"\b(?:meant|mean|is|take|want) the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
+
+
+def render_call(call: Call, keywords: Mapping[str, Any] | None = None) -> str:
+    """``call`` as the console's function call: its target(s) positional, ``keywords`` by name (a
+    handover's timeout is the simulated person's, not an argument)."""
+    fields = dict(call.fields)
+    if call.skill == "put_first_on_second":
+        args = [fields.pop("object_name"), fields.pop("target_name")]
+    elif call.skill in SKILL_FUNCTIONS:
+        args = [fields.pop(SKILL_FUNCTIONS[call.skill][1])]
+    else:
+        args = []
+    text = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in (keywords or {}).items())])
+    return f"{call.skill}({text})"
+
+
+def wrong_object(words: str) -> tuple[str, str] | None:
+    """(what the person did not mean, what they meant) in a sentence naming the wrong object; None otherwise."""
+    meant = MEANT_THE.findall(words + " ")
+    if not meant:
+        return None
+    wrong = NOT_THE.findall(words + " ")
+    return (wrong[0].strip() if wrong else ""), meant[-1].strip()
+
+
+def read_parameter(words: str, skill: str) -> tuple[str, str] | None:
+    """(parameter, direction) a skill-level sentence asks of ``skill``: direction '+', '-', 'left', 'right',
+    or 'default' (parameter '' when the sentence names none); None when the words say nothing of the kind."""
+    said = words.lower()
+    w = set(re.findall(r"[a-z]+", said))
+    if any(d in said for d in DEFAULT_WORDS):
+        return "", "default"
+    if skill in ("grasp", "put_first_on_second", "pick"):
+        if "higher" in w:
+            return "grasp_height_offset", "+"
+        if "lower" in w:
+            return "grasp_height_offset", "-"
+        if "wider" in w:
+            return "gripper_width", "+"
+        if w & {"narrower", "wide"} or ("less" in w and w & {"gripper", "hand", "open"}):
+            return "gripper_width", "-"
+    if skill in ("place_object", "place", "put_first_on_second"):
+        for side in ("left", "right"):
+            if side in w:
+                return ("place_offset_across" if skill == "place_object" else "place_offset_x"), side
+    if skill == "open":
+        if w & {"less"} or "so far" in said:
+            return "pull_distance", "-"
+        if w & {"further", "farther", "more"}:
+            return "pull_distance", "+"
+    return None
+
+
+def knowledge_block(prompt: str) -> str:
+    """The "# What I know:" lines of a console prompt ('' when it has none)."""
+    shown = prompt.split(SYSTEM_END, 1)[-1].split(CURRENT_HEADER, 1)[0]
+    if KNOWN not in shown:
+        return ""
+    lines = shown.split(KNOWN, 1)[1].splitlines()[1:]
+    block = []
+    for line in lines:
+        if not line.startswith("# - "):
+            break
+        block.append(line)
+    return "\n".join(block)
+
+
+def names_right_object(text: str, obj: str) -> bool:
+    """Whether ``text`` names ``obj`` other than as "not the <obj>"."""
+    return any(not re.search(r"not the\s*$", text[: m.start()], re.I) for m in re.finditer(re.escape(obj), text, re.I))
+
+
+def _outputs_after(transcript: Transcript, index: int) -> list[str]:
+    return [e.text for e in transcript.entries[index + 1:] if e.kind == "output"]
+
+
+def _said_lines(transcript: Transcript) -> list[tuple[int, str]]:
+    """(entry index, words) of the person's outputs; an output that holds the person's dict and then a
+    correction note (rendered on consecutive lines) counts by its first line."""
+    out = []
+    for i, entry in enumerate(transcript.entries):
+        if entry.kind != "output" or i == 0 or transcript.entries[i - 1].kind != "code":
+            continue
+        if not re.search(r"\b(wait_for_trigger|ask)\(", transcript.entries[i - 1].text):
+            continue
+        first = entry.text.split("\n", 1)[0]
+        try:
+            value = ast.literal_eval(first.strip())
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("text"), str) and value["text"]:
+            out.append((i, value["text"]))
+    return out or _said(transcript)
+
+
+class InteractionDouble(ScriptedModel):
+    """The interaction model's stand-in (see the module docstring); ``begin(task, variant)`` before each episode."""
+
+    def __init__(self, cap: bool = False) -> None:
+        super().__init__(respond=self.answer, name="interaction:droc-cap-double" if cap else "interaction:droc-double")
+        self.cap = cap
+        self.task: DrocTask | None = None
+        self.variant: Variant | None = None
+        self.config = CorrectionConfig.load()
+
+    def begin(self, task: DrocTask, variant: Variant) -> None:
+        self.task, self.variant = task, variant
+
+    def answer(self, prompt: str) -> str:
+        assert self.task is not None and self.variant is not None, "begin(task, variant) first"
+        transcript = current_transcript(prompt)
+        said = _said_lines(transcript)
+        if not said:
+            return WAIT
+        last, words = said[-1]
+        outputs = _outputs_after(transcript, last - 1)  # the person's output itself, and what followed
+        if any(SKILL_NOTE in text for text in outputs):
+            return WAIT  # the console re-ran the corrected call itself
+        code = [e for e in transcript.entries[last + 1:] if e.kind == "code"]
+        if code and any(_failed(text) for text in outputs[1:]):
+            return at_limit(transcript) or WAIT  # a statement failed: hand back to the person
+        if self.cap and len(said) > 1 and wrong_object(words) is None:
+            before = Transcript(transcript.entries[:last])
+            call = self.cap_call(before, words)
+            if call:  # the corrected call, then back to the person
+                return WAIT if code else call
+        plan = self.plan(prompt, transcript, said)
+        return render_call(plan[len(code)]) if len(code) < len(plan) else WAIT
+
+    def plan(self, prompt: str, transcript: Transcript, said: list[tuple[int, str]]) -> tuple[Call, ...]:
+        """The oracle plan, or in a plan-level task the wrong one unless the prompt names the right object."""
+        variant = self.variant
+        assert variant is not None and self.task is not None
+        if self.task.level != "plan":
+            return variant.plan
+        notes = [line for e in transcript.entries if e.kind == "output" for line in e.text.splitlines()
+                 if line.startswith(PLAN_NOTE)]
+        corrections = [w for _, w in said[1:]]
+        text = "\n".join([knowledge_block(prompt), *notes, *corrections])
+        return variant.plan if names_right_object(text, variant.object) else variant.wrong_plan()
+
+    def cap_call(self, transcript: Transcript, words: str) -> str:
+        """CaP: the last parameterised call again, one fixed step further the way the words say ('' when they say none)."""
+        assert self.task is not None
+        parameters = _bound(self.task.world)
+        names = [n for n in SKILL_FUNCTIONS if parameters.declared(n)] + ["put_first_on_second"]
+        calls = [c for _, c in skill_calls(transcript, names, parameters)]
+        if not calls:
+            return ""
+        last = calls[-1]
+        read = read_parameter(words, last.skill)
+        declared = parameters.declared(last.skill)
+        if read is None:
+            return ""
+        name, direction = read
+        if direction == "default":
+            return rewrite_call(last.source, {k: v for k, v in last.kwargs.items() if k not in declared})
+        resolved = resolve(declared, name, direction)
+        if resolved is None or resolved[1] == 0:
+            return ""
+        name, sign = resolved
+        spec = declared[name]
+        base = last.kwargs.get(name, parameters.check(last.skill)[name])
+        value = ground(spec, float(base), sign, "small", None, None, self.config).value  # no object size: a fixed step
+        return rewrite_call(last.source, {**last.kwargs, name: value})
+
+
+@functools.cache
+def _bound(world: str) -> SkillParameters:
+    """The world's skill parameters bound to its simulated robot (profile defaults filled in)."""
+    return SkillParameters.load(world, RobotProfile.load(PROFILES[world]))
+
+
+def at_limit(transcript: Transcript) -> str:
+    """The last statement again at the limit its refusal names ("... the lowest grasp of it is
+    grasp_height_offset=-0.004 m"), as a model reading the error would; '' when there is none to take."""
+    entries = transcript.entries
+    if len(entries) < 2 or entries[-2].kind != "code" or entries[-1].kind != "output":
+        return ""
+    limit = re.search(r"\bis (\w+)=([-+]?\d*\.?\d+)", entries[-1].text)
+    call = _parse_call(entries[-2].text)
+    if limit is None or call is None or limit.group(1) not in call[2] or not entries[-1].text.startswith("ValueError"):
+        return ""
+    again = rewrite_call(entries[-2].text, {**call[2], limit.group(1): float(limit.group(2))})
+    return again if again != entries[-2].text else ""
+
+
+def _failed(output: str) -> bool:
+    first = output.strip().splitlines()[-1] if output.strip() else ""
+    return bool(re.match(r"^[A-Z]\w*(Error|Exception)\b", first))
+
+
+class CorrectionDouble(ScriptedModel):
+    """The correction model's stand-in (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__(respond=self.answer, name="correction:droc-double")
+        self.answers = 0
+
+    def answer(self, prompt: str) -> str:
+        self.answers += 1
+        said = prompt.rsplit("The person now says:", 1)[-1].split("\n", 1)[0].strip()
+        section = prompt.split("The latest skill calls, oldest first:", 1)[-1].split("The person now says:", 1)[0]
+        sources = re.findall(r"^\d+\. (.+?)(?:\s+<- the last action)?\s*$", section, re.M)
+        answer: dict[str, Any] = {"correction": False, "level": "none", "history": "none", "skill": "", "object": "",
+                                  "parameter": "", "direction": "", "amount": "", "value": None, "absolute": False,
+                                  "constraint": ""}
+        named = wrong_object(said)
+        last = _parse_call(sources[-1]) if sources else None
+        read = read_parameter(said, last[0]) if last is not None and named is None else None
+        if named is not None:
+            wrong, meant = named
+            constraint = f"Use the {meant}" + (f", not the {wrong}." if wrong else ".")
+            answer.update(correction=True, level="plan", history="initial", constraint=constraint)
+            why = f"The person means another object: the {meant}."
+        elif read is not None and last is not None:
+            skill, obj, keywords = last
+            name, direction = read
+            answer.update(correction=True, level="skill", history="last", skill=skill, object=obj, amount="small")
+            if direction == "default":
+                declared = _declared_defaults(prompt, skill)
+                name = next((k for k in keywords if k in declared), next(iter(declared), "")) if declared else ""
+                if not name:
+                    answer.update(level="plan", history="none", constraint=said)
+                else:
+                    answer.update(history="none", parameter=name, value=declared[name], absolute=True, direction="")
+                why = "The person wants the skill done the default way."
+            else:
+                answer.update(parameter=name, direction=direction)
+                why = f"The person wants {skill} on the {obj} redone with {name} changed ({direction})."
+        elif said:
+            answer.update(correction=True, level="plan", history="last", constraint=said)
+            why = "The person asks for another attempt; the plan should be redone."
+        else:
+            why = "Nothing to correct."
+        body = json.dumps(answer)
+        if self.answers % 2:
+            return f"{why}\n```json\n{body}\n```"
+        return f"Here is how I read it:\n{body}\nThat is all."
+
+
+def _parse_call(source: str) -> tuple[str, str, dict[str, Any]] | None:
+    try:
+        node = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except ValueError:
+        return None
+    return node.func.id, str(args[0]) if args else "", kwargs
+
+
+def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:
+    """The parameters the correction prompt lists under ``skill``'s declaration, with their numeric defaults."""
+    part = prompt.split(f"def {skill}(", 1)
+    if len(part) < 2:
+        return {}
+    block = part[1].split("\n\ndef ", 1)[0]
+    found = re.findall(r"#\s+(\w+): default (-?[\d.]+)", block)
+    return {name: float(value) for name, value in found}
+
+
+class ExtractionDouble(ScriptedModel):
+    """The extraction model's stand-in (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__(respond=self.answer, name="extraction:droc-double")
+
+    def answer(self, prompt: str) -> str:
+        request = re.search(r"The person's original request: (.*)", prompt)
+        section = prompt.split("The person's corrections:", 1)[-1].split("\n\n", 1)[0]
+        corrections = [line[2:].strip() for line in section.splitlines() if line.startswith("- ")]
+        items, seen = [], set()
+        for sentence in corrections:
+            named = wrong_object(sentence)
+            if named is None or named[1] in seen:
+                continue
+            wrong, meant = named
+            seen.add(meant)
+            asked = request.group(1).strip() if request else "this"
+            text = f"When the person says '{asked}', they mean the {meant}" + (f", not the {wrong}." if wrong else ".")
+            items.append({"kind": "constraint", "text": text, "object": meant, "skill": "", "parameters": {}, "scope": "task"})
+        if not items:
+            return "The re-run calls already say what changed; nothing else to remember.\n[]"
+        return "From the corrections, the robot should remember:\n```json\n" + json.dumps(items, indent=1) + "\n```"

@@ -1,0 +1,241 @@
+"""DROC's evaluation (issue 13, item 5): small real runs in the simulation with the doubles, asserting on
+the figures the mechanics imply, plus resumability and the command line's argument errors.
+
+The doubles prove the mechanics (the handler's re-run, extraction, retrieval by text and looks, the
+person from the ground truth), not a model: teachbot.evaluation.droc_doubles. The skill-level run uses
+the thin coaster with its similar variant renamed ("square drink mat": looks like the brown coaster, shares
+no word with it) so that retrieval by name and by looks come apart, and the part-open drawer, whose
+dissimilar variant (the fridge) must not get the drawer's pull.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from teachbot.cli import main
+from teachbot.errors import ConfigError
+from teachbot.evaluation.droc import METHODS, DrocConfig, double_models, format_table, read_results, run_droc, summarise, write_summary
+from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, read_parameter, wrong_object
+from teachbot.evaluation.droc_tasks import load_tasks
+from teachbot.paths import config_path
+
+pytestmark = pytest.mark.timeout(600)
+
+MAT = "square drink mat"
+ALL = ("droc", "droc-no-prior", "droc-no-visual", "droc-all-history", "cap")
+
+
+def skill_tasks(tmp: Path):
+    """thin_coaster (its similar object renamed) and drawer_part_open, from the shipped household tasks."""
+    raw = yaml.safe_load(config_path("benchmarks", "droc", "household.yaml").read_text())
+    tasks = [t for t in raw["tasks"] if t["id"] in ("thin_coaster", "drawer_part_open")]
+    for variant in tasks[0]["variants"]:
+        if variant["role"] == "similar":
+            variant["object"] = MAT
+            variant["scene"]["objects"][0]["name"] = MAT
+    path = tmp / "tasks.yaml"
+    path.write_text(yaml.safe_dump({"tasks": tasks}, sort_keys=False))
+    return load_tasks([path])
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from teachbot.memory import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture(scope="module")
+def skill_run(tmp_path_factory, embedder):
+    tmp = tmp_path_factory.mktemp("droc")
+    out = tmp / "out"
+    run_droc(DrocConfig(methods=ALL), out, double_models(), tasks=skill_tasks(tmp), text_embedder=embedder)
+    rows = read_results(out)
+    return out, {(r["method"], r["task"], r["variant"]): r for r in rows}
+
+
+def test_droc_learns_on_the_same_and_the_similar_object(skill_run) -> None:
+    _, rows = skill_run
+    teach = rows["droc", "thin_coaster", "coaster"]
+    assert teach["success"] and teach["corrections"] >= 1 and teach["applied"] == []
+    assert teach["params"] == {"grasp_height_offset": pytest.approx(-0.003)}  # two "a bit lower" in the coaster's scale
+    for variant, obj in (("coaster_again", "brown coaster"), ("square_coaster", MAT)):
+        row = rows["droc", "thin_coaster", variant]
+        assert row["success"] and row["corrections"] == 0 < teach["corrections"], row["said"]
+        assert row["applied"] == [{"function": "grasp", "object": obj, "values": {"grasp_height_offset": -0.003}}]
+        assert "grasp_height_offset=-0.003" in row["shown"]
+    drawer = [rows["droc", "drawer_part_open", v]["corrections"] for v in ("cupboard", "cupboard_with_apple")]
+    assert drawer[0] >= 1 and drawer[1] == 0
+
+
+def test_without_prior_history_nothing_improves(skill_run) -> None:
+    _, rows = skill_run
+    for task, first, again in (("thin_coaster", "coaster", "coaster_again"), ("drawer_part_open", "cupboard", "cupboard_with_apple")):
+        one, two = rows["droc-no-prior", task, first], rows["droc-no-prior", task, again]
+        assert one["corrections"] == two["corrections"] >= 1 and one["success"] and two["success"]
+        assert two["applied"] == [] and two["shown"] == ""
+    assert rows["droc-no-prior", "thin_coaster", "square_coaster"]["corrections"] >= 1
+    assert all(r["knowledge_entries"] <= 1 for (m, _, _), r in rows.items() if m == "droc-no-prior")  # emptied each episode
+
+
+def test_without_visual_retrieval_the_differently_named_lookalike_gets_nothing(skill_run) -> None:
+    _, rows = skill_run
+    assert rows["droc-no-visual", "thin_coaster", "coaster_again"]["corrections"] == 0  # by its name
+    mat = rows["droc-no-visual", "thin_coaster", "square_coaster"]
+    assert mat["applied"] == [] and mat["corrections"] >= 1 and mat["success"]
+    assert rows["droc", "thin_coaster", "square_coaster"]["corrections"] == 0  # droc knew it by its looks
+
+
+def test_the_dissimilar_object_keeps_its_default_unless_all_history_applies_everything(skill_run) -> None:
+    _, rows = skill_run
+    fridge = rows["droc", "drawer_part_open", "fridge"]
+    assert fridge["applied"] == [] and fridge["corrections"] == 0 and fridge["success"]
+    assert "pull_distance=0.22" in fridge["shown"]  # shown by the task's text, not applied: the fridge looks different
+    assert rows["droc", "thin_coaster", "cup"]["applied"] == []
+    every = rows["droc-all-history", "drawer_part_open", "fridge"]
+    assert {"function": "open", "object": "fridge", "values": {"pull_distance": 0.22}} in every["applied"]
+    assert every["corrections"] >= 1 and not every["success"]  # a door refuses a pull_distance: it never opens
+    assert every["said"][0] == "Just open it the normal way."
+    cup = rows["droc-all-history", "thin_coaster", "cup"]
+    assert cup["applied"] and cup["corrections"] == 0  # the coaster's lower grasp happens to suit the cup too
+
+
+def test_cap_keeps_nothing_and_needs_the_same_corrections_every_time(skill_run) -> None:
+    out, rows = skill_run
+    assert not (out / "knowledge" / "cap").exists()
+    for task, first, again in (("thin_coaster", "coaster", "coaster_again"), ("drawer_part_open", "cupboard", "cupboard_with_apple")):
+        one, two = rows["cap", task, first], rows["cap", task, again]
+        assert one["corrections"] == two["corrections"] >= 1 and one["said"] == two["said"] and two["applied"] == []
+    assert "# correction:" not in rows["cap", "thin_coaster", "coaster"]["transcript"]  # no handler: the model itself
+    assert "grasp('brown coaster', grasp_height_offset=-0.02)" in rows["cap", "thin_coaster", "coaster"]["transcript"]
+
+
+def test_the_summary_and_report(skill_run) -> None:
+    out, rows = skill_run
+    summary = summarise(rows.values())
+    assert summary["episodes"] == len(rows) == len(ALL) * 7
+    droc = summary["corrections"]["droc"]["skill"]
+    assert droc["1"] > droc["2"] == 0 and summary["corrections"]["droc"]["plan"] == {"1": None, "2": None, "3": None}
+    assert summary["corrections"]["droc-no-prior"]["skill"]["2"] >= 1
+    assert summary["per_task"]["cap"]["drawer_part_open"] == {1: 2.0, 2: 2.0, 3: 0.0}
+    report, table = write_summary(out)
+    assert table == format_table(summary) and table.splitlines()[0].startswith("| method | all 1 |")
+    text = report.read_text()
+    assert table in text and "half as many corrections as Code as Policies" in text and "not any model's quality" in text
+    assert json.loads((out / "summary.json").read_text())["corrections"]["droc"]["skill"]["2"] == 0
+
+
+def test_plan_level_knowledge_carries_the_right_object(tmp_path, embedder) -> None:
+    tasks = [t for t in load_tasks() if t.id == "my_cup"]
+    run_droc(DrocConfig(methods=("droc", "cap")), tmp_path, double_models(), tasks=tasks, text_embedder=embedder)
+    rows = {(r["method"], r["iteration"]): r for r in read_results(tmp_path)}
+    assert rows["droc", 1]["said"] == ["No, not the red cup. My cup is the blue cup."] and rows["droc", 1]["success"]
+    assert "# correction: plan-level, about the initial request: Use the blue cup, not the red cup." in rows["droc", 1]["transcript"]
+    for iteration in (2, 3):
+        assert rows["droc", iteration]["corrections"] == 0 and "they mean the blue cup" in rows["droc", iteration]["shown"]
+        assert rows["cap", iteration]["corrections"] == 1  # told again every time
+    assert ">>> grasp('blue cup')" in rows["droc", 3]["transcript"] and "green cup" not in rows["droc", 3]["transcript"]
+
+
+def test_a_run_resumes_and_refuses_other_settings(tmp_path, embedder) -> None:
+    tasks = [t for t in load_tasks() if t.id == "drawer_part_open"]
+    seen: list[dict] = []
+    run_droc(DrocConfig(methods=("droc",), iterations=1), tmp_path, double_models(), tasks=tasks, text_embedder=embedder,
+             progress=seen.append)
+    assert [(r["iteration"], r["corrections"]) for r in seen] == [(1, 2)]
+    run_droc(DrocConfig(methods=("droc",), iterations=2), tmp_path, double_models(), tasks=tasks, text_embedder=embedder,
+             progress=seen.append)
+    assert [(r["iteration"], r["corrections"]) for r in seen] == [(1, 2), (2, 0)]  # the store on disk carried on
+    run_droc(DrocConfig(methods=("droc",), iterations=2), tmp_path, double_models(), tasks=tasks, text_embedder=embedder,
+             progress=seen.append)
+    assert len(seen) == 2 and len(read_results(tmp_path)) == 2  # nothing ran twice
+    with pytest.raises(ConfigError, match="max_corrections"):
+        run_droc(DrocConfig(methods=("droc",), max_corrections=2), tmp_path, double_models(), tasks=tasks, text_embedder=embedder)
+
+
+def test_the_command_line_runs_resumes_and_names_bad_arguments(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    argv = ["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--iterations", "1", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "corrections per iteration (doubles)" in printed and "| cap | 2.00 |" in printed
+    assert main(argv) == 0 and len(read_results(out)) == 1
+    capsys.readouterr()
+    for extra, message in ((["--methods", "droc,nope"], "unknown method 'nope'"), (["--tasks", "no_such_task"], "unknown task"),
+                           (["--iterations", "4"], "--iterations must be 1, 2 or 3"),
+                           (["--max-corrections", "0"], "--max-corrections must be at least 1"),
+                           (["--methods", "cap,cap"], "given twice"),
+                           (["--models", "config", "--llm-base-url", "https://api.example.com/v1", "--llm-model", "m"],
+                            "--allow-paid")):
+        fresh = tmp_path / f"bad{len(extra)}{extra[0]}"
+        assert main(["eval", "droc", "--out", str(fresh), "--no-progress", *extra]) == 2, extra
+        assert message in capsys.readouterr().err, extra
+        assert not fresh.exists()  # refused before anything was written
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--out", str(other), "--no-progress"]) == 2
+    assert "holds no DROC run" in capsys.readouterr().err
+
+
+def test_the_doubles_read_their_prompts() -> None:
+    assert read_parameter("You missed it, it is very flat. Grasp it a bit lower.", "grasp") == ("grasp_height_offset", "-")
+    assert read_parameter("Careful, the jars beside it! Open the gripper a bit less.", "grasp") == ("gripper_width", "-")
+    assert read_parameter("A little further left, please.", "place_object") == ("place_offset_across", "left")
+    assert read_parameter("Don't pull the drawer out so far. A bit less.", "open") == ("pull_distance", "-")
+    assert read_parameter("Just open it the normal way.", "open") == ("", "default")
+    assert read_parameter("Thanks!", "open") is None
+    assert wrong_object("No, not the red cup. My cup is the blue cup.") == ("red cup", "blue cup")
+    assert wrong_object("Wrong block, take the green block.") == ("", "green block")
+    prompt = ("def open(thing: str, *, pull_distance: float = 0.32) -> str:\n    # parameters:\n"
+              "    #   pull_distance: default 0.32 m, range [0.1, 0.32] m; how far\n\nThe latest skill calls, oldest first:\n"
+              "1. open('cupboard')   <- the last action\n\nThe person now says: Pull it out a bit less.\n")
+    answer = CorrectionDouble().answer(prompt)
+    assert answer.startswith("The person wants open on the cupboard") and "```json" in answer
+    body = json.loads(answer.split("```json\n", 1)[1].split("```", 1)[0])
+    assert (body["level"], body["parameter"], body["direction"], body["object"]) == ("skill", "pull_distance", "-", "cupboard")
+    extracted = ExtractionDouble().answer("The person's original request: bring me my cup\nThe person's corrections:\n"
+                                          "- No, not the red cup. My cup is the blue cup.\n\nAlready learned")
+    item = json.loads(extracted.split("```json\n", 1)[1].split("```", 1)[0])[0]
+    assert item["kind"] == "constraint" and item["object"] == "blue cup" and "not the red cup" in item["text"]
+    assert set(METHODS) == set(ALL)
+    from teachbot.commands.eval_droc import METHODS as CLI_METHODS
+
+    assert tuple(METHODS) == CLI_METHODS
+
+
+def test_configured_models_over_an_endpoint(tmp_path, capsys) -> None:
+    """--models config: the console, the handler and the extractor call an OpenAI-compatible server (here a
+    local fake answering with the doubles' logic, so the mechanics over HTTP are the same)."""
+    from fake_openai_server import FakeOpenAIServer
+
+    from teachbot.evaluation.droc_doubles import InteractionDouble
+
+    task = next(t for t in load_tasks() if t.id == "drawer_part_open")
+    console, handler, extractor = InteractionDouble(), CorrectionDouble(), ExtractionDouble()
+    console.begin(task, task.iteration(1)[0])
+
+    def respond(body: dict) -> str:
+        prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", [])) or str(body.get("prompt", ""))
+        if "The person now says:" in prompt:
+            return handler.answer(prompt)
+        if "Distil what the robot should remember" in prompt:
+            return extractor.answer(prompt)
+        return console.answer(prompt)
+
+    out = tmp_path / "config"
+    with FakeOpenAIServer() as server:
+        server.respond = respond
+        code = main(["eval", "droc", "--models", "config", "--llm-base-url", server.base_url, "--llm-model", "fake-model",
+                     "--methods", "droc", "--tasks", "drawer_part_open", "--iterations", "1", "--out", str(out), "--no-progress"])
+        requests = list(server.requests)
+    assert code == 0, capsys.readouterr().err
+    [row] = read_results(out)
+    assert row["success"] and row["corrections"] == 2 and row["params"] == {"pull_distance": 0.22} and row["tokens"] > 0
+    assert sum("The person now says:" in json.dumps(r) for r in requests) == 2
+    assert "corrections per iteration (config: openai fake-model)" in capsys.readouterr().out
+    assert "not any model's quality" not in (out / "report.md").read_text()
