@@ -10,7 +10,8 @@ embedder; the image embedder is config/knowledge.yaml's (knowledge.image_model),
 perception/describe_object compares with the entries' vectors. The knowledge directory is
 memory.store.knowledge_dir of config/memory.yaml, or "knowledge" next to the learned examples when the
 node is given its store (``memory``) or another learned_dir, so a temporary store never writes into the
-user's knowledge base; the ``knowledge_dir`` parameter overrides both.
+user's knowledge base; the ``knowledge_dir`` parameter overrides both. With knowledge.select.enabled the
+candidates go through DROC's LLM selection (the ``knowledge_select`` role of config/llm.yaml).
 """
 
 from __future__ import annotations
@@ -116,7 +117,13 @@ class MemoryNode(Node):
         else:  # a store given to this node: its own knowledge next to it
             directory = learned.parent / "knowledge"
         settings, image_embedder = knowledge_settings(str(self.get_parameter("knowledge_config").value) or None)
-        return KnowledgeRetriever(KnowledgeStore(directory), self.memory.embedder, image_embedder, settings)
+        select = None
+        if settings.select_enabled:  # DROC's LLM selection among the candidates: the knowledge_select role
+            from teachbot.llm.factory import model_from_config
+            from teachbot.nodeset import llm_settings
+
+            select = model_from_config(llm_settings(), "knowledge_select")
+        return KnowledgeRetriever(KnowledgeStore(directory), self.memory.embedder, image_embedder, settings, select_model=select)
 
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)
