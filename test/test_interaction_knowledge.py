@@ -97,8 +97,9 @@ def test_learned_parameters_become_the_objects_defaults_by_name_and_by_looks(kno
 
     functions = console.wrap({"put_first_on_second": put_first_on_second, "say": print})
     assert functions["say"] is print  # not a parameterised skill: untouched
+    console.block(["put the red cup into the bowl"], ["red cup", "crimson mug", "blue bowl"])  # the request now
     functions["put_first_on_second"]("red cup", "blue bowl")
-    functions["put_first_on_second"]("crimson mug", "blue bowl")  # another name, the same looks
+    functions["put_first_on_second"]("crimson mug", "blue bowl")  # another name, the same looks, a similar task
     functions["put_first_on_second"]("blue bowl", "red cup")  # looks different: the defaults stay
     functions["put_first_on_second"]("red cup", "blue bowl", grasp_height_offset=-0.01)  # the LLM's keyword wins
     functions["put_first_on_second"](obj_name="red cup", target="blue bowl")
@@ -107,6 +108,8 @@ def test_learned_parameters_become_the_objects_defaults_by_name_and_by_looks(kno
     assert any("put_first_on_second('red cup') uses learned parameters: grasp_height_offset=0.02" in line for line in logs)
     assert [(name, thing) for name, thing, _ in console.applied] == [
         ("put_first_on_second", "red cup"), ("put_first_on_second", "crimson mug"), ("put_first_on_second", "red cup")]
+    assert console.applied_values("put_first_on_second", "crimson mug") == {"grasp_height_offset": 0.02}
+    assert console.applied_values("put_first_on_second", "blue bowl") == {}
 
 
 def test_an_undeclared_learned_parameter_is_never_passed(tmp_path: Path, minilm) -> None:

@@ -133,6 +133,16 @@ def test_a_skill_level_correction_is_grounded_in_every_answer_style(household, s
     assert "def close(" not in prompt and "def wipe(" in prompt  # only the skills that take parameters
 
 
+def test_a_learned_value_the_console_applied_is_the_base_of_the_change(household) -> None:
+    correct, _ = handler(household)
+    correct.learned = lambda skill, thing: {"grasp_height_offset": 0.01} if (skill, thing) == ("grasp", "red cup") else {}
+    result = correct.handle("grasp it a bit higher", console(">>> grasp('red cup')\n'success'", said("grasp it a bit higher")))
+    assert dict(result.parameters) == {"grasp_height_offset": 0.03} and result.note.endswith("(was 0.01)")
+    written = correct.handle("grasp it a bit higher", console(">>> grasp('red cup', grasp_height_offset=0.0)\n'success'",
+                                                              said("grasp it a bit higher")))
+    assert dict(written.parameters) == {"grasp_height_offset": 0.02}  # a keyword the LLM wrote wins over the learned one
+
+
 def test_plan_level_and_not_a_correction(household) -> None:
     correct, model = handler(household)
     history = console(">>> grasp('red cup')\n'success'")

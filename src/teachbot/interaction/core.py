@@ -88,6 +88,8 @@ class InteractionCore:
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
+        if knowledge is not None and corrections is not None:  # a correction starts from what the call really used
+            corrections.learned = knowledge.applied_values
         self.known_objects = known_objects  # what the robot knows now without waiting (the knowledge block)
         self.config = config or CoreConfig()
         self.learner, self.scene_objects, self.log = learner, scene_objects, log

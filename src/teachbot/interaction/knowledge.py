@@ -37,10 +37,12 @@ BLOCK_PREFIX = "# "  # the block sits in a Python console prompt: comment lines
 
 @dataclass(frozen=True)
 class Found:
-    """What a knowledge source found: the entries (best first, always-scoped ones first) and their block."""
+    """What a knowledge source found: the entries (best first, always-scoped ones first), their block and,
+    per entry, why it was retrieved (``always``, ``task``: a similar task, ``object``: the object by name or looks)."""
 
     entries: tuple[KnowledgeEntry, ...] = ()
     block: str = ""
+    reasons: tuple[str, ...] = ()
 
 
 class KnowledgeSource(Protocol):
@@ -69,9 +71,10 @@ class LocalKnowledge:
                 image = self.image_of(object_name)
             except Exception as exc:  # noqa: BLE001 - no picture: compare by name only
                 log.info("knowledge: no image of %r (%s); matching by name", object_name, exc)
-        found = self.retriever.retrieve(task, object_name, image)
-        entries = tuple(r.entry for r in found if (not kind or r.entry.kind == kind) and (not skill or r.entry.skill == skill))
-        return Found(entries, render(list(entries), BLOCK_PREFIX))
+        found = [r for r in self.retriever.retrieve(task, object_name, image)
+                 if (not kind or r.entry.kind == kind) and (not skill or r.entry.skill == skill)]
+        entries = tuple(r.entry for r in found)
+        return Found(entries, render(list(entries), BLOCK_PREFIX), tuple(r.reason for r in found))
 
 
 class FallbackKnowledge:
@@ -120,6 +123,7 @@ class ConsoleKnowledge:
         self.source, self.declared, self.log = source, declared, log_line
         self._cache: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
+        self.task = ""  # the newest request (the task learned parameters are retrieved for)
         self.applied: list[tuple[str, str, dict[str, Any]]] = []  # (function, object, learned values used)
 
     def forget(self) -> None:
@@ -131,7 +135,7 @@ class ConsoleKnowledge:
         """The "What I know" block for the newest request ('' when nothing applies or nobody spoke yet)."""
         if not instructions:
             return ""
-        task = instructions[-1]
+        task = self.task = instructions[-1]
         key = (task, named_object(task, objects))
         with self._lock:
             if key in self._cache:
@@ -146,12 +150,14 @@ class ConsoleKnowledge:
         return block
 
     def learned_parameters(self, skill: str, object_name: str) -> dict[str, Any]:
-        """The learned values of ``skill``'s declared parameters for ``object_name`` (the best entry's)."""
+        """The learned values of ``skill``'s declared parameters for ``object_name``: from the best entry the
+        retrieval finds for the newest request and this object (a similar task, the object by name, or an object
+        that looks like it)."""
         declared = self.declared(skill)
         if not declared or not object_name:
             return {}
         try:
-            found = self.source.find("", object_name, kind="skill_parameter", skill=skill)
+            found = self.source.find(self.task, object_name, kind="skill_parameter", skill=skill)
         except MemoryUnavailable as exc:
             self.log(f"no learned parameters for {skill}({object_name!r}): {exc}")
             return {}
@@ -159,6 +165,13 @@ class ConsoleKnowledge:
             values = {k: v for k, v in entry.parameters.items() if k in declared}
             if values:
                 return values
+        return {}
+
+    def applied_values(self, skill: str, object_name: str) -> dict[str, Any]:
+        """The learned values the newest call of ``skill`` on ``object_name`` used ({} when none)."""
+        for name, thing, values in reversed(self.applied):
+            if name == skill and thing == object_name:
+                return dict(values)
         return {}
 
     def wrap(self, functions: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:

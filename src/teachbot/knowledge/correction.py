@@ -97,6 +97,9 @@ class CorrectionHandler:
         self.config = config or CorrectionConfig()
         self.object_size = object_size
         self.skills = tuple(name for name in api.names if parameters.declared(name))
+        # (skill, object) -> the learned parameter values the console applied to that call, if any (set by the
+        # console when it has a knowledge base): the base a relative correction starts from
+        self.learned: Callable[[str, str], Mapping[str, Any]] | None = None
         self.template = load_prompt(self.config.prompt)
 
     def last_calls(self, transcript: Transcript | str) -> list[SkillCall]:
@@ -193,7 +196,9 @@ class CorrectionHandler:
             return None
         name, sign = resolved
         spec = declared[name]
-        base = self.parameters.default(spec) if history == "none" else base_call.kwargs.get(name, self.parameters.default(spec))
+        applied = self.learned(base_call.skill, base_call.object) if self.learned is not None else {}
+        default = applied.get(name, self.parameters.default(spec))  # a learned default the console applied silently
+        base = self.parameters.default(spec) if history == "none" else base_call.kwargs.get(name, default)
         if isinstance(base, bool) or not isinstance(base, (int, float)):
             log.info("correction: %s has no known value to change (a robot profile default, unbound)", name)
             return None

@@ -7,7 +7,9 @@ For a task instruction and, optionally, the object at hand (its name and its cro
    (cosine of sentence embeddings at least ``text_threshold``, the better of the two keys), plus
    object-scoped entries whose object is the one named (its words all in the name: "cup" matches
    "red cup") or, by image, looks like the one at hand;
-3. where the entry and the query both have image vectors of the same embedder, the visual similarity
+3. where an entry about an object (object-scoped, or a skill parameter, object information or state) and the
+   query both have image vectors of the same embedder (looks say nothing about a task's constraint or a
+   preference, whatever object it names), the visual similarity
    filters (below the visual threshold: the entry's object looks different, it is dropped) and
    re-ranks (``(1 - visual_weight) * text + visual_weight * visual``); the best ``k`` are kept, so an
    entry dropped for its looks never takes a place;
@@ -40,6 +42,7 @@ from teachbot.paths import config_path, share_dir
 log = logging.getLogger(__name__)
 
 HEADER = "What I know:"
+OBJECT_KINDS = ("skill_parameter", "object_info", "object_state")  # knowledge about an object: its looks count
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,7 @@ class KnowledgeRetriever:
         if image is not None and self.image_embedder is not None and len(index.image_rows):
             visual = np.full(len(entries), np.nan)
             visual[index.image_rows] = self._visual_scores(np.asarray(image, dtype=np.float32), index)
+            visual[~index.about_objects] = np.nan  # looks matter for knowledge about an object, not about a task
             compared = ~np.isnan(visual)
             keep |= compared & index.object_scoped  # an object entry that looks alike, whatever its words
             keep &= ~(compared & (visual < self.visual_threshold))  # the entry's object looks different
@@ -255,6 +259,7 @@ class _Index:
     first_key: np.ndarray  # per entry: the row of its first key ...
     second_key: np.ndarray  # ... and of its second (the first again when it has one)
     object_scoped: np.ndarray  # per entry: scope == "object"
+    about_objects: np.ndarray  # per entry: object-scoped or of an object kind (skill parameter, object info or state)
     image_rows: np.ndarray  # entries whose image_model is the image embedder's
     image_matrix: np.ndarray | None  # their vectors (None when their lengths differ)
     image_mass: np.ndarray
@@ -290,6 +295,7 @@ class _Index:
                 for word in words:
                     by_word.setdefault(word, []).append(i)
         return cls(entries, key_matrix, first, second, np.array([e.scope == "object" for e in entries], dtype=bool),
+                   np.array([e.scope == "object" or e.kind in OBJECT_KINDS for e in entries], dtype=bool),
                    np.array(rows, dtype=np.int64), matrix,
                    matrix.sum(axis=1) if matrix is not None else np.zeros(0),
                    np.linalg.norm(matrix, axis=1) if matrix is not None else np.zeros(0), by_word, counts, age_rank)

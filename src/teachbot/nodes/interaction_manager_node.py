@@ -318,7 +318,7 @@ class _RemoteKnowledge:
             raise MemoryUnavailable(str(exc)) from None
         if not reply.success:
             raise MemoryUnavailable(f"memory/retrieve_knowledge failed: {reply.message}")
-        return Found(tuple(entries_from_msgs(reply.entries)), str(reply.block))
+        return Found(tuple(entries_from_msgs(reply.entries)), str(reply.block), tuple(reply.reasons))
 
 
 class _LocalKnowledgeBase:
