@@ -27,6 +27,14 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def load_yaml_list(path: str | Path, key: str) -> list[Any]:
+    """The list under ``key`` of the YAML mapping in ``path`` (benchmark cases, tasks); a ConfigError otherwise."""
+    rows = load_yaml(path).get(key)
+    if not isinstance(rows, list):
+        raise ConfigError(f"{path}: expected a mapping with a list '{key}:'")
+    return rows
+
+
 def require(mapping: dict[str, Any], key: str, source: str, kind: type | tuple[type, ...] | None = None) -> Any:
     """``mapping[key]``, or a ConfigError naming ``source`` and the dotted key."""
     if key not in mapping:

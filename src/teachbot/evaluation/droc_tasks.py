@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from teachbot.config import load_yaml_list
 from teachbot.errors import ConfigError
 from teachbot.paths import config_path
 from teachbot.robot_profile import RobotProfile
@@ -419,16 +420,7 @@ def load_tasks(paths: Iterable[str | Path] | None = None) -> list[DrocTask]:
     files = [Path(p) for p in paths] if paths is not None else [config_path("benchmarks", "droc", f) for f in TASK_FILES]
     tasks: list[DrocTask] = []
     for path in files:
-        if not path.is_file():
-            raise ConfigError(f"DROC task file not found: {path}")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
-        rows = data.get("tasks") if isinstance(data, Mapping) else None
-        if not isinstance(rows, list):
-            raise ConfigError(f"{path}: expected a mapping with a list 'tasks:'")
-        for raw in rows:
+        for raw in load_yaml_list(path, "tasks"):
             task = parse_task(raw, str(path))
             if task.id in (t.id for t in tasks):
                 raise ConfigError(f"{path}: task {task.id}: duplicate id")

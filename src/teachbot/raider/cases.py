@@ -21,6 +21,7 @@ import numpy as np
 import pybullet as pb
 import yaml
 
+from teachbot.config import load_yaml_list
 from teachbot.errors import ConfigError, SceneSpecError
 from teachbot.paths import config_path
 from teachbot.perception.config import PerceptionConfig
@@ -206,16 +207,7 @@ def load_cases(paths: Iterable[str | Path] | None = None) -> list[RaiderCase]:
     cases: list[RaiderCase] = []
     seen: dict[str, str] = {}
     for path in files:
-        if not path.is_file():
-            raise ConfigError(f"case file not found: {path}")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
-        rows = data.get("cases") if isinstance(data, Mapping) else None
-        if not isinstance(rows, list):
-            raise ConfigError(f"{path}: expected a mapping with a list 'cases:'")
-        for raw in rows:
+        for raw in load_yaml_list(path, "cases"):
             case = parse_case(raw, str(path))
             if case.id in seen:
                 raise ConfigError(f"{path}: case {case.id}: duplicate id (also in {seen[case.id]})")
