@@ -6,7 +6,10 @@ For a task instruction and, optionally, the object at hand (its name and its cro
 2. the ``task``- and ``object``-scoped entries whose task or sentence is similar to the instruction
    (cosine of sentence embeddings at least ``text_threshold``, the better of the two keys), plus
    object-scoped entries whose object is the one named (its words all in the name: "cup" matches
-   "red cup") or, by image, looks like the one at hand;
+   "red cup") or, by image, looks like the one at hand while the entry was learned doing the same kind
+   of thing when it is a skill parameter (DROC: task first, then looks; the tasks compared with their
+   objects' names masked, so "pick up the brown coaster" teaches "pick up the square drink mat" but not
+   "put the mug on the table"; what an object is or its state holds whatever the task);
 3. where an entry about an object (object-scoped, or a skill parameter, object information or state) and the
    query both have image vectors of the same embedder (looks say nothing about a task's constraint or a
    preference, whatever object it names), the visual similarity
@@ -175,7 +178,7 @@ class KnowledgeRetriever:
     def _candidates(self, task: str, object_name: str, image: Any, entries: list[KnowledgeEntry], version: int) -> list[RetrievedKnowledge]:
         if not entries:
             return []
-        text_scores, index = self._text_scores(task, entries, version)
+        text_scores, index, action = self._text_scores(task, entries, version, object_name)
         cfg = self.config
         keep = text_scores >= cfg.text_threshold
         visual = None
@@ -184,7 +187,9 @@ class KnowledgeRetriever:
             visual[index.image_rows] = self._visual_scores(np.asarray(image, dtype=np.float32), index)
             visual[~index.about_objects] = np.nan  # looks matter for knowledge about an object, not about a task
             compared = ~np.isnan(visual)
-            keep |= compared & index.object_scoped  # an object entry that looks alike, whatever its words
+            # an object entry that looks alike, whatever its object is called, when it was learned doing the same
+            # kind of thing (the tasks compared with their objects' names masked: "pick up the {}")
+            keep |= compared & index.object_scoped & (action >= cfg.text_threshold)
             keep &= ~(compared & (visual < self.visual_threshold))  # the entry's object looks different
         named = index.named(set(_words(object_name)))
         if named:
@@ -222,23 +227,30 @@ class KnowledgeRetriever:
             return np.where(norms > 0, np.clip(matrix @ q / np.where(norms > 0, norms, 1.0), -1.0, 1.0), 0.0)
         return np.asarray([embedder.similarity(query, index.entries[i].image_embedding) for i in index.image_rows.tolist()])
 
-    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int) -> tuple[np.ndarray, _Index]:
-        """Per entry, the best cosine between the task and the entry's keys (its task and its sentence); and the
-        index of ``entries`` (rebuilt when the store's version changes: key vectors embedded once, kept across versions)."""
+    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int,
+                     object_name: str = "") -> tuple[np.ndarray, _Index, np.ndarray]:
+        """Per entry, the best cosine between the task and the entry's keys (its task and its sentence); the
+        index of ``entries`` (rebuilt when the store's version changes: key vectors embedded once, kept across
+        versions); and per entry, how alike the two tasks are with their objects' names masked (skill parameters
+        learned in a task; 1 for every other entry, and for all without a task now)."""
         with self._lock:
             index = self._index
             if index is None or version != self._version or len(index.entries) != len(entries):
                 index = self._index = self._build(entries, version)
             if not task.strip():
-                return np.zeros(len(entries)), index
-            query = normalise(self.text_embedder.embed([task]))[0]
-            scores = index.key_matrix @ query
-            return np.maximum(scores[index.first_key], scores[index.second_key]).astype(np.float64), index
+                return np.zeros(len(entries)), index, np.ones(len(entries))  # no task to compare: by looks alone
+            masked = bool(object_name.strip()) and bool((index.action_key >= 0).any())
+            queries = normalise(self.text_embedder.embed([task, mask_object(task, object_name)] if masked else [task]))
+            scores = index.key_matrix @ queries[0]
+            actions = np.ones(len(entries))
+            if masked:
+                actions = np.where(index.action_key >= 0, (index.key_matrix @ queries[1])[np.maximum(index.action_key, 0)], 1.0)
+            return np.maximum(scores[index.first_key], scores[index.second_key]).astype(np.float64), index, actions
 
     def _build(self, entries: list[KnowledgeEntry], version: int) -> _Index:
         """Caller holds ``_lock``: embed the keys not seen yet, forget those of entries that are gone, index the entries."""
         name = self.text_embedder.name
-        keys = {key for e in entries for key in e.keys}
+        keys = {key for e in entries for key in e.keys} | {action_text(e) for e in entries if _has_action(e)}
         self._vectors = {k: v for k, v in self._vectors.items() if k in keys}
         self._version = version
         for entry in entries:  # vectors the entries carry, from the same model
@@ -267,10 +279,12 @@ class _Index:
     by_word: dict[str, list[int]]  # object word -> object-scoped entries whose object has it
     word_counts: np.ndarray  # per entry: how many distinct words its object has
     age_rank: np.ndarray  # per entry: its place in (created, id) order
+    action_key: np.ndarray  # per entry: the row of its task with its object masked (-1: not a skill parameter of a task)
 
     @classmethod
     def build(cls, entries: list[KnowledgeEntry], vectors: dict[str, np.ndarray], image_embedder: Any) -> _Index:
-        keys = sorted({key for e in entries for key in e.keys})
+        actions = [action_text(e) if _has_action(e) else "" for e in entries]
+        keys = sorted({key for e in entries for key in e.keys} | {a for a in actions if a})
         row = {key: i for i, key in enumerate(keys)}
         dim = len(next(iter(vectors.values()))) if vectors else 1
         key_matrix = np.zeros((len(keys) + 1, dim), dtype=np.float32)
@@ -298,7 +312,8 @@ class _Index:
                    np.array([e.scope == "object" or e.kind in OBJECT_KINDS for e in entries], dtype=bool),
                    np.array(rows, dtype=np.int64), matrix,
                    matrix.sum(axis=1) if matrix is not None else np.zeros(0),
-                   np.linalg.norm(matrix, axis=1) if matrix is not None else np.zeros(0), by_word, counts, age_rank)
+                   np.linalg.norm(matrix, axis=1) if matrix is not None else np.zeros(0), by_word, counts, age_rank,
+                   np.array([row[a] if a else -1 for a in actions], dtype=np.int64))
 
     def named(self, name_words: set[str]) -> list[int]:
         """Object-scoped entries whose object's words are all among ``name_words`` ("cup" is named by "red cup")."""
@@ -307,6 +322,30 @@ class _Index:
             for i in self.by_word.get(word, ()):
                 hits[i] = hits.get(i, 0) + 1
         return [i for i, n in hits.items() if n == self.word_counts[i]]
+
+
+MASK = "the object"  # what an object's name becomes when tasks are compared for what is done
+
+
+def mask_object(text: str, object_name: str) -> str:
+    """``text`` with ``object_name`` (and an article before it) replaced by a neutral word: "pick up the red
+    spice jar" -> "pick up the object". Unchanged when the name does not occur."""
+    words = object_name.split()
+    if not words:
+        return text
+    pattern = r"\b(?:the |a |an |my |your )?" + r"\s+".join(re.escape(w) for w in words) + r"\b"
+    return re.sub(pattern, MASK, text, flags=re.IGNORECASE)
+
+
+def _has_action(entry: KnowledgeEntry) -> bool:
+    """A skill parameter learned in a task: it transfers by looks only to the same kind of task (what an
+    object is, or its state, holds whatever the task)."""
+    return entry.kind == "skill_parameter" and bool(entry.task.strip())
+
+
+def action_text(entry: KnowledgeEntry) -> str:
+    """The entry's task with its object masked (the kind of thing that was being done)."""
+    return mask_object(entry.task, entry.object)
 
 
 def render(entries: Sequence[KnowledgeEntry | RetrievedKnowledge], prefix: str = "") -> str:
