@@ -151,3 +151,24 @@ def test_fallback_reads_locally_when_the_memory_service_is_away(knowledge) -> No
     assert lines == ["the memory service memory/retrieve_knowledge is not running; reading the knowledge base in this process instead"]
     quiet = ConsoleKnowledge(Away(), SkillParameters.load("tabletop").declared, lines.append)
     assert quiet.block(["wipe the table"], []) == "" and "no knowledge for this request" in lines[-1]
+
+
+def test_place_parameters_follow_the_object_in_the_hand(tmp_path: Path, minilm) -> None:
+    store = KnowledgeStore(tmp_path / "k")
+    descriptor = ColourDepthDescriptor()
+    looks = {"red mug": descriptor.embed(patch((200, 30, 30))), "glass": descriptor.embed(patch((40, 60, 210)))}
+    store.add(KnowledgeEntry(kind="skill_parameter", text="Put the red mug further left.", task="put the red mug on the table",
+                             object="red mug", skill="place_object", scope="object", parameters={"place_offset_across": 0.03},
+                             image_embedding=looks["red mug"], image_model=descriptor.name))
+    console = ConsoleKnowledge(LocalKnowledge(KnowledgeRetriever(store, minilm, descriptor), looks.get),
+                               SkillParameters.load("household").declared)
+    calls: list[tuple[str, dict]] = []
+    functions = console.wrap({"grasp": lambda object_name, **p: calls.append(("grasp", p)) or "success",
+                              "place_object": lambda location, **p: calls.append((location, p)) or "success"})
+    console.block(["put the red mug on the table"], ["red mug", "glass"])
+    functions["grasp"]("red mug")
+    functions["place_object"]("table")  # the mug in the hand: its learned offset
+    functions["grasp"]("glass")
+    functions["place_object"]("table")  # a glass, which looks different: the same location, not the same knowledge
+    assert calls == [("grasp", {}), ("table", {"place_offset_across": 0.03}), ("grasp", {}), ("table", {})]
+    assert console.applied == [("place_object", "red mug", {"place_offset_across": 0.03})]

@@ -252,3 +252,22 @@ def test_the_shipped_config_and_bad_values() -> None:
         raw["knowledge"]["extraction"][key] = value
         with pytest.raises(ConfigError, match=message):
             ExtractionConfig.from_mapping(raw, "test")
+
+
+def test_a_place_correction_is_learned_for_the_object_put_down(household) -> None:
+    """place_object's parameters are about the object in the hand, not the location named."""
+    transcript = """\
+>>> wait_for_trigger()
+{'type': 'dialog', 'text': 'put the red mug on the table'}
+>>> grasp('red mug')
+'success'
+>>> place_object('table')
+'success'
+>>> wait_for_trigger()
+{'type': 'dialog', 'text': 'a bit more to the left'}
+# correction: skill-level, about the last action: place_object('table') again with place_offset_across=0.017 (was 0)
+>>> place_object('table', place_offset_across=0.017)
+'success'
+"""
+    [entry] = KnowledgeExtractor(None, household[0], household[1]).rule_entries(transcript, request="put the red mug on the table")
+    assert (entry.skill, entry.object, dict(entry.parameters)) == ("place_object", "red mug", {"place_offset_across": 0.017})

@@ -12,8 +12,8 @@ vanishes from the prompt when the memory node is slow.
   object it names (if any) as the object at hand; cached until the request changes or the store learns;
 - ``wrap(functions)``: each parameterised robot function (its skill declares parameters in
   config/skill_parameters.yaml) takes the learned ``skill_parameter`` values for the thing it acts on
-  (its first argument; by name, or by looks through the source's image lookup) as that object's
-  defaults; a keyword the LLM writes always wins.
+  (its first argument, or for place_object the object the newest grasp took; by name, or by looks
+  through the source's image lookup) as that object's defaults; a keyword the LLM writes always wins.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from teachbot.interaction.examples import MemoryUnavailable
+from teachbot.knowledge.correction import HELD_BY
 from teachbot.knowledge.entry import KnowledgeEntry
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class ConsoleKnowledge:
         self._lock = threading.Lock()
         self.task = ""  # the newest request (the task learned parameters are retrieved for)
         self.applied: list[tuple[str, str, dict[str, Any]]] = []  # (function, object, learned values used)
+        self.held = ""  # what the newest successful grasp took (place_object's parameters are about it)
 
     def forget(self) -> None:
         """Drop cached blocks (a new episode, or the store learned something)."""
@@ -191,6 +193,8 @@ class ConsoleKnowledge:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             thing = args[0] if args else kwargs.get(first, "")
+            if name in HELD_BY:  # about the object in the hand, not the location named
+                thing = self.held
             if isinstance(thing, str) and thing:
                 learned = {k: v for k, v in self.learned_parameters(name, thing).items() if k not in kwargs}
                 if learned:
@@ -198,6 +202,11 @@ class ConsoleKnowledge:
                     self.log(f"{name}({thing!r}) uses learned parameters: {values}")
                     self.applied.append((name, thing, learned))
                     kwargs = {**learned, **kwargs}
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            if name in HELD_BY.values():
+                self.held = args[0] if args and isinstance(args[0], str) else str(kwargs.get(first, ""))
+            elif name in HELD_BY:
+                self.held = ""
+            return result
 
         return call

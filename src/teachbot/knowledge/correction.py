@@ -196,13 +196,13 @@ class CorrectionHandler:
             return None
         name, sign = resolved
         spec = declared[name]
-        applied = self.learned(base_call.skill, base_call.object) if self.learned is not None else {}
+        applied = self.learned(base_call.skill, call_subject(base_call, calls)) if self.learned is not None else {}
         default = applied.get(name, self.parameters.default(spec))  # a learned default the console applied silently
         base = self.parameters.default(spec) if history == "none" else base_call.kwargs.get(name, default)
         if isinstance(base, bool) or not isinstance(base, (int, float)):
             log.info("correction: %s has no known value to change (a robot profile default, unbound)", name)
             return None
-        size = self._size(_sized_object(base_call, calls))
+        size = self._size(call_subject(base_call, calls))
         grounded = ground(spec, float(base), sign, answer.get("amount"), value, size, self.config,
                           absolute=_flag(answer.get("absolute")) is True)
         kept = {k: v for k, v in base_call.kwargs.items() if not (history == "none" and k in declared)}
@@ -391,14 +391,18 @@ def _matching(calls: Sequence[SkillCall], name: str) -> SkillCall | None:
     return loose[-1] if loose else None
 
 
-def _sized_object(call: SkillCall, calls: Sequence[SkillCall]) -> str:
-    """The object whose size scales a correction of ``call``: what it acts on, except for place_object,
-    whose first argument is a location: there, the object grasped last before it."""
-    if call.skill != "place_object":
+# skills whose parameters are about the object held, not their first argument (a location): the skill that took it
+HELD_BY = {"place_object": "grasp"}
+
+
+def call_subject(call: SkillCall, calls: Sequence[SkillCall]) -> str:
+    """The object a call's parameters are about (its knowledge is keyed by, its corrections scaled by): what it
+    acts on, except for place_object, whose first argument is a location: there, the object grasped last before it."""
+    if call.skill not in HELD_BY:
         return call.object
     before = calls[: next((i for i, c in enumerate(calls) if c is call), len(calls))]
-    grasped = [c for c in before if c.skill == "grasp"]
-    return grasped[-1].object if grasped else ""
+    taken = [c for c in before if c.skill == HELD_BY[call.skill]]
+    return taken[-1].object if taken else ""
 
 
 def person_said(transcript: Transcript, before: int) -> str:

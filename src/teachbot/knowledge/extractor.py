@@ -31,7 +31,7 @@ from teachbot.console.registry import RobotApi
 from teachbot.console.reply import strip_reasoning
 from teachbot.console.transcript import Transcript
 from teachbot.errors import ConfigError, TeachbotError
-from teachbot.knowledge.correction import NOTE_PREFIX, fill, one_line, parameter_block, person_said, skill_calls
+from teachbot.knowledge.correction import NOTE_PREFIX, call_subject, fill, one_line, parameter_block, person_said, skill_calls
 from teachbot.knowledge.entry import KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance
 from teachbot.knowledge.grounding import number_text, read_section, words
 from teachbot.llm.base import Model
@@ -123,12 +123,15 @@ class KnowledgeExtractor:
                 if following is not None:
                     reruns[following] = one_line(person_said(parsed, i))
         groups: dict[tuple[str, str], dict[str, Any]] = {}
-        for index, call in skill_calls(parsed, self.skills, self.parameters):
-            key = (call.skill, call.object.strip().casefold())
+        located = skill_calls(parsed, self.skills, self.parameters)
+        calls = [call for _, call in located]
+        for index, call in located:
+            subject = call_subject(call, calls) or call.object  # place_object: the object it put down
+            key = (call.skill, subject.strip().casefold())
             declared = self.parameters.declared(call.skill)
             given = {k: v for k, v in call.kwargs.items() if k in declared}
             if index in reruns:
-                group = groups.setdefault(key, {"object": call.object, "values": {}, "sources": []})
+                group = groups.setdefault(key, {"object": subject, "values": {}, "sources": []})
                 if reruns[index] and reruns[index] not in group["sources"]:
                     group["sources"].append(reruns[index])
                 group["values"].update(given)
