@@ -116,15 +116,23 @@ def run_list(args: argparse.Namespace) -> int:
 def format_table(examples: list[InteractionExample], width: int | None = 120) -> str:
     """Aligned columns; the instruction column takes the rest of the line and is cut with '...'."""
     rows = [(e.id, e.source, e.profile, e.created[:19].replace("T", " "), e.keys[0] if e.keys else "") for e in examples]
-    header = ("ID", "SOURCE", "PROFILE", "CREATED", "FIRST INSTRUCTION")
-    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(4)]
+    return aligned(("ID", "SOURCE", "PROFILE", "CREATED", "FIRST INSTRUCTION"), rows, width, "no examples stored")
+
+
+def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], width: int | None, empty: str) -> str:
+    """Columns padded to their widest cell; the last one takes the rest of a ``width`` line, cut with '...'
+    (at least 20 characters; no cut without a width). ``empty`` when there are no rows."""
+    if not rows:
+        return empty
+    fixed = len(header) - 1
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(fixed)]
     room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
 
     def line(cells: tuple[str, ...]) -> str:
-        text = cells[4] if len(cells[4]) <= room else cells[4][: room - 3] + "..."
-        return "  ".join(c.ljust(w) for c, w in zip(cells[:4], widths)) + "  " + text
+        text = cells[fixed] if len(cells[fixed]) <= room else cells[fixed][: room - 3] + "..."
+        return "  ".join(c.ljust(w) for c, w in zip(cells[:fixed], widths)) + "  " + text
 
-    return "\n".join([line(header), *(line(r) for r in rows)]) if rows else "no examples stored"
+    return "\n".join([line(header), *(line(r) for r in rows)])
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -185,15 +193,7 @@ def open_knowledge(args: argparse.Namespace) -> KnowledgeStore:
 def format_knowledge_table(entries: list[KnowledgeEntry], width: int | None = 120) -> str:
     """Aligned columns: id, kind, scope, object, created; the sentence takes the rest of the line, cut with '...'."""
     rows = [(e.id, e.kind, e.scope, e.object, e.created[:19].replace("T", " "), e.text) for e in entries]
-    header = ("ID", "KIND", "SCOPE", "OBJECT", "CREATED", "TEXT")
-    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(5)]
-    room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
-
-    def line(cells: tuple[str, ...]) -> str:
-        text = cells[5] if len(cells[5]) <= room else cells[5][: room - 3] + "..."
-        return "  ".join(c.ljust(w) for c, w in zip(cells[:5], widths)) + "  " + text
-
-    return "\n".join([line(header), *(line(r) for r in rows)]) if rows else "no knowledge stored"
+    return aligned(("ID", "KIND", "SCOPE", "OBJECT", "CREATED", "TEXT"), rows, width, "no knowledge stored")
 
 
 def run_knowledge_list(args: argparse.Namespace) -> int:

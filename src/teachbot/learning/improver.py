@@ -29,6 +29,7 @@ from teachbot.console.registry import RobotApi
 from teachbot.console.reply import code_block, strip_reasoning
 from teachbot.console.transcript import Transcript, utterance_text
 from teachbot.console.validate import transcript_problems
+from teachbot.knowledge.correction import NOTE_PREFIX
 from teachbot.llm.base import Model
 
 MODES = ("improve", "store_raw", "off")
@@ -36,7 +37,6 @@ LEARN_CALL = "learn_from_interaction()"
 SPOKEN_CALLS = ("say", "ask")  # their string arguments are words to the person, not object names
 UNSTRUCTURED_NOTE = "the problem verdict was not JSON; its text was read as the problem"
 CANCELLED = "the learning call was cancelled; nothing was stored"
-CORRECTION_NOTE = "# correction: "  # the console's note after a correction (teachbot.knowledge.correction.NOTE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -325,14 +325,13 @@ def _without_learn_call(text: str) -> str | None:
     # result) may stand between the person's words and the learn call; parsed back, the note is part of
     # the output that holds the person's words
     noted = [i for i in range(max(0, len(before) - 3), len(before)) if before[i].kind == "output"
-             and any(line.startswith(CORRECTION_NOTE) for line in before[i].text.splitlines())]
+             and any(line.startswith(NOTE_PREFIX) for line in before[i].text.splitlines())]
     if noted:
         before = before[:noted[0] + 1]
     if len(before) < 2:
         return None
     said, asked = before[-1], before[-2]
-    words = "\n".join(line for line in said.text.splitlines() if not line.startswith(CORRECTION_NOTE))
-    if said.kind != "output" or asked.kind != "code" or not utterance_text(words):
+    if said.kind != "output" or asked.kind != "code" or not utterance_text(said.text):  # (the note is a comment to it)
         return None
     if not re.match(r"^\s*(\w+\s*=\s*)?(wait_for_trigger|ask)\(", asked.text):
         return None
