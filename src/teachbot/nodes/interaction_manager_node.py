@@ -246,33 +246,31 @@ class InteractionManagerNode(Node):
 
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
         """The core's Learner: improvement/improve with the request's deadline."""
+        reply = self._improve(request, timeout, False, "learn_from_interaction() is not available: the improvement node "
+                                                       "is not running (ros2 run teachbot improvement)")
+        return LearnReply(bool(reply.stored), str(reply.message))
+
+    def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
+        """The core's end-of-task distillation: improvement/improve with distill_only."""
+        reply = self._improve(request, timeout, True, "no knowledge distilled: the improvement node is not running")
+        learned = list(reply.knowledge)
+        return LearnReply(bool(learned), ("learned: " + " ".join(learned)) if learned else str(reply.message))
+
+    def _improve(self, request: LearnRequest, timeout: float, distill_only: bool, missing: str) -> Any:
+        """One improvement/improve call with the request's deadline (NotAvailableError ``missing`` without the node)."""
         if not self.improve_client.service_is_ready():
-            raise NotAvailableError("learn_from_interaction() is not available: the improvement node is not running "
-                                    "(ros2 run teachbot improvement)")
+            raise NotAvailableError(missing)
         sec = int(request.deadline)
-        reply = _call(self.improve_client, Improve.Request(
+        return _call(self.improve_client, Improve.Request(
             profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
             scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
+            distill_only=distill_only,
         ), timeout, "improvement/improve")
-        return LearnReply(bool(reply.stored), str(reply.message))
 
     def wait_until_idle(self, timeout: float) -> bool:
         """Wait until the console has finished after the person left (the episode's ending included)."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
-
-    def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
-        """The core's end-of-task distillation: improvement/improve with distill_only."""
-        if not self.improve_client.service_is_ready():
-            raise NotAvailableError("no knowledge distilled: the improvement node is not running")
-        sec = int(request.deadline)
-        reply = _call(self.improve_client, Improve.Request(
-            profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
-            scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
-            distill_only=True,
-        ), timeout, "improvement/improve")
-        learned = list(reply.knowledge)
-        return LearnReply(bool(learned), ("learned: " + " ".join(learned)) if learned else str(reply.message))
 
     @property
     def session(self) -> Any:
