@@ -1,0 +1,309 @@
+"""Task memory core (teachbot.taskmemory): specs and goals, the durable per-task logs, the working memory
+(deterministic extractor and worker LLM), and the console's functions, with a toy environment."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from teachbot.errors import ConfigError
+from teachbot.llm.base import LLMError
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.taskmemory import (
+    ConsoleTaskMemory,
+    LogExtractor,
+    ObjectInfo,
+    TaskLogStore,
+    TaskMemory,
+    TaskMemoryConfig,
+    WorkerLLM,
+    prompt_block,
+    steps,
+)
+from teachbot.taskmemory.log import ACTION, SUFFIX
+
+CONFIG = TaskMemoryConfig.load()
+
+
+class Table:
+    """A toy world: objects with a type, a colour and where they are; the robot functions move them."""
+
+    def __init__(self) -> None:
+        self.things = {
+            "apple": ObjectInfo("apple", "red", "table"), "banana": ObjectInfo("banana", "yellow", "table"),
+            "red cup": ObjectInfo("cup", "red", "table"), "knife": ObjectInfo("knife", "gray", "table"),
+            "box 1": ObjectInfo("bin", "brown", "table"), "box 2": ObjectInfo("bin", "brown", "table"),
+            "yellow cube": ObjectInfo("cube", "yellow", "shelf"), "red cube": ObjectInfo("cube", "red", "shelf"),
+            "blue cube": ObjectInfo("cube", "blue", "shelf"), "ball": ObjectInfo("ball", "blue", "shelf"),
+        }
+        self.held = ""
+
+    def environment(self) -> dict[str, ObjectInfo]:
+        return dict(self.things)
+
+    def move(self, name: str, at: str) -> None:
+        info = self.things[name]
+        self.things[name] = ObjectInfo(info.type, info.color, at)
+
+    def functions(self) -> dict:
+        def grasp(object_name: str) -> str:
+            if object_name not in self.things:
+                raise ValueError(f"unknown object {object_name!r}")
+            self.held = object_name
+            self.move(object_name, "robot")
+            return "success"
+
+        def place_object(location: str) -> str:
+            if not self.held:
+                raise RuntimeError("the right hand holds nothing")
+            self.move(self.held, location)
+            self.held = ""
+            return "success"
+
+        def list_objects() -> list:
+            return list(self.things)
+
+        return {"grasp": grasp, "place_object": place_object, "list_objects": list_objects}
+
+
+def memory(tmp_path: Path, table: Table, worker=None) -> TaskMemory:
+    return TaskMemory(tmp_path / "tasks", CONFIG, "household", table.environment, worker)
+
+
+# ---------------------------------------------------------------------------------------- specs
+def test_config_has_the_five_tasks_and_their_goals() -> None:
+    tasks = CONFIG.tasks("household")
+    assert set(tasks) == {"sort", "fruit_bowl", "point_colors", "jello", "tower"}
+    assert [g.target for g in tasks["sort"].goals] == ["box 1", "box 2"]
+    assert tasks["point_colors"].ordered
+    block = prompt_block(tasks)
+    assert "- sort: Sort the fruits" in block and "Only cubes go into the tower." in block
+
+
+def test_bad_goal_config_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "tm.yaml"
+    bad.write_text("task_memory:\n  categories: {fruit: [apple]}\n  profiles:\n    household:\n      t:\n"
+                   "        description: x\n        goals: [{select: {category: veg}, into: box}]\n")
+    with pytest.raises(ConfigError, match="unknown categories"):
+        TaskMemoryConfig.load(bad)
+    bad.write_text("task_memory:\n  working_memory: guess\n")
+    with pytest.raises(ConfigError, match="working_memory must be one of"):
+        TaskMemoryConfig.load(bad)
+
+
+def test_steps_follow_the_world_and_the_pointing_order() -> None:
+    table = Table()
+    sort = CONFIG.tasks("household")["sort"]
+    env = table.environment()
+    relevant = sort.relevant(env, CONFIG.category_of)
+    assert relevant == ["apple", "banana", "red cup", "knife"]  # the bins and the shelf's cubes are not its objects
+    table.move("apple", "box 1")
+    table.move("red cup", "box 1")  # kitchenware in the fruit box: not done
+    done = {s.object: s.done for s in steps(sort, relevant, table.environment(), (), CONFIG.category_of)}
+    assert done == {"apple": True, "banana": False, "red cup": False, "knife": False}
+
+    point = CONFIG.tasks("household")["point_colors"]
+    env = {"banana": ObjectInfo("banana", "yellow", "workbench"), "yellow cube": ObjectInfo("cube", "yellow", "workbench"),
+           "apple": ObjectInfo("apple", "red", "workbench")}
+    rel = point.relevant(env, CONFIG.category_of)
+    early = steps(point, rel, env, ["apple", "banana", "yellow cube"], CONFIG.category_of)
+    assert [s.done for s in early] == [True, True, False]  # the red one pointed at before the yellow ones were done
+    right = steps(point, rel, env, ["banana", "yellow cube", "apple"], CONFIG.category_of)
+    assert all(s.done for s in right)
+
+
+def test_tower_counts_cubes_standing_on_cubes() -> None:
+    table = Table()
+    tower = CONFIG.tasks("household")["tower"]
+    rel = tower.relevant(table.environment(), CONFIG.category_of)
+    assert rel == ["yellow cube", "red cube", "blue cube"]  # not the ball
+    table.move("red cube", "yellow cube")
+    state = {s.object: s.done for s in steps(tower, rel, table.environment(), (), CONFIG.category_of)}
+    assert state == {"yellow cube": True, "red cube": True, "blue cube": False}
+    table.move("blue cube", "red cube")
+    assert all(s.done for s in steps(tower, rel, table.environment(), (), CONFIG.category_of))
+
+
+# ---------------------------------------------------------------------------------------- the log
+def test_log_survives_a_torn_tail_and_a_restart(tmp_path: Path) -> None:
+    store = TaskLogStore(tmp_path)
+    env = {"apple": ObjectInfo("apple", "red", "table")}
+    store.begin("sort", "sort the fruits", ["apple"], env)
+    store.action("sort", "grasp", ("apple",), {}, "'success'", True, env)
+    with open(store.path("sort"), "ab") as handle:  # a writer killed mid-line
+        handle.write(b'{"kind":"action","task":"sort","ti')
+    again = TaskLogStore(tmp_path)  # a restart reads whole lines only
+    assert [r.kind for r in again.records("sort")] == ["begin", ACTION]
+    again.action("sort", "place_object", ("box 1",), {}, "'success'", True, env)  # the torn tail is cut first
+    lines = store.path("sort").read_bytes().splitlines()
+    assert len(lines) == 3 and all(json.loads(line) for line in lines)
+    assert [r.function for r in TaskLogStore(tmp_path).records("sort")][1:] == ["grasp", "place_object"]
+    assert store.records("sort")[-1].seq == 2  # the first store reads what the second appended
+
+
+def _writer(directory: str, task: str, n: int) -> None:
+    store = TaskLogStore(directory)
+    for i in range(n):
+        store.action(task, "grasp", (f"thing {i}",), {}, "'success'", True, {})
+
+
+def test_concurrent_writers_in_processes_lose_nothing(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), "sort", 60)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    records = TaskLogStore(tmp_path).records("sort")
+    assert len(records) == 180
+    assert sorted(r.args[0] for r in records) == sorted(f"thing {i}" for i in range(60) for _ in range(3))
+
+
+def test_unreadable_middle_line_is_skipped_not_fatal(tmp_path: Path) -> None:
+    store = TaskLogStore(tmp_path)
+    store.action("sort", "grasp", ("apple",), {}, "'success'", True, {})
+    with open(store.path("sort"), "ab") as handle:
+        handle.write(b"not json\n")
+    store.action("sort", "grasp", ("banana",), {}, "'success'", True, {})
+    assert [r.args[0] for r in TaskLogStore(tmp_path).records("sort")] == ["apple", "banana"]
+
+
+def test_log_refuses_an_unwritable_directory(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    with pytest.raises(ConfigError, match="cannot create the task log directory"):
+        TaskLogStore(locked / "tasks")
+
+
+# ---------------------------------------------------------------------------------------- working memory
+def test_interrupted_task_resumes_where_it_stopped_after_a_restart(tmp_path: Path) -> None:
+    table = Table()
+    console = ConsoleTaskMemory(memory(tmp_path, table))
+    f = console.wrap(table.functions())
+    first = f["begin_task"]("sorting")  # forgiving name
+    assert first["task"] == "sort" and first["status"] == "active" and len(first["remaining"]) == 4
+    f["grasp"]("apple")
+    f["place_object"]("box 1")
+    f["grasp"]("red cup")
+    f["place_object"]("box 2")
+    tower = f["begin_task"]("tower")  # switched: sort is paused
+    assert tower["remaining"][0] == "stack the yellow cube on the tower"
+    f["grasp"]("red cube")
+    f["place_object"]("yellow cube")
+    f["grasp"]("blue cube")
+    f["place_object"]("red cube")
+
+    restarted = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())  # every process new
+    tasks = {t["task"]: t for t in restarted["current_tasks"]()}
+    assert tasks["sort"]["status"] == "paused" and tasks["tower"]["status"] == "done"
+    wm = restarted["retrieve_working_memory"]("sort")
+    assert wm["done"] == ["put the apple into box 1", "put the red cup into box 2"]
+    assert wm["remaining"] == ["put the banana into box 1", "put the knife into box 2"]
+    assert wm["task_relevant_objects"] == {"apple": "box 1", "banana": "table", "red cup": "box 2", "knife": "table"}
+    resumed = restarted["begin_task"]("sort")
+    assert resumed["status"] == "active" and resumed["remaining"] == wm["remaining"]
+    history = restarted["retrieve_declarative_memory"]("sort")
+    assert [h["action"] for h in history] == ["grasp('apple')", "place_object('box 1')", "grasp('red cup')", "place_object('box 2')"]
+    assert history[1]["after"]["apple"] == "box 1"
+
+
+def test_failed_actions_are_logged_with_the_error(tmp_path: Path) -> None:
+    table = Table()
+    f = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())
+    f["begin_task"]("sort")
+    with pytest.raises(RuntimeError):
+        f["place_object"]("box 1")
+    history = f["retrieve_declarative_memory"]("sort")
+    assert history[-1]["result"].startswith("RuntimeError: the right hand holds nothing")
+
+
+def test_nothing_is_logged_before_a_task_begins_and_unknown_tasks_are_errors(tmp_path: Path) -> None:
+    table = Table()
+    tm = memory(tmp_path, table)
+    f = ConsoleTaskMemory(tm).wrap(table.functions())
+    f["grasp"]("apple")
+    assert tm.store.tasks() == []
+    with pytest.raises(ValueError, match="current_tasks"):
+        f["retrieve_working_memory"]("juggle")
+    assert f["retrieve_working_memory"]("jello")["status"] == "not started"
+
+
+def test_a_finished_task_begins_afresh(tmp_path: Path) -> None:
+    table = Table()
+    f = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())
+    f["begin_task"]("tower")
+    for cube, on in (("red cube", "yellow cube"), ("blue cube", "red cube")):
+        f["grasp"](cube)
+        f["place_object"](on)
+    assert f["retrieve_working_memory"]("tower")["status"] == "done"
+    again = f["begin_task"]("tower")
+    assert again["done"] == list(again["done"]) and len(f["retrieve_declarative_memory"]("tower")) == 0
+
+
+WORKER_ANSWER = """<think>The apple went into box 1; the rest is open.</think>
+Here is the working memory:
+```json
+{"task_reminders": ["fruits into box 1"], "task_state": "one of four done", "done": ["put the apple into box 1"],
+ "remaining": ["put the banana into box 1", "put the red cup into box 2", "put the knife into box 2"],
+ "task_relevant_objects": {"apple": "box 1", "banana": "table"}}
+```"""
+
+
+def test_worker_llm_reads_fenced_reasoned_answers_and_sees_the_log(tmp_path: Path) -> None:
+    table = Table()
+    model = ScriptedModel(respond=lambda _prompt: WORKER_ANSWER, name="worker")
+    template = (Path(__file__).parents[1] / "prompts" / "task_memory_worker.txt").read_text()
+    worker = WorkerLLM(model, template, CONFIG)
+    f = ConsoleTaskMemory(memory(tmp_path, table, worker)).wrap(table.functions())
+    table_before = f["retrieve_working_memory"]("sort")  # not started: no model call
+    assert table_before["status"] == "not started"
+    f["begin_task"]("sort")
+    f["grasp"]("apple")
+    f["place_object"]("box 1")
+    wm = f["retrieve_working_memory"]("sort")
+    assert wm["task_state"] == "one of four done" and wm["remaining"][0] == "put the banana into box 1"
+    prompt = model.prompts[-1]
+    assert "place_object('box 1') -> 'success'" in prompt and "- apple (red apple): box 1" in prompt
+
+
+@pytest.mark.parametrize("answer", ["I think the robot should go on sorting.",
+                                    '{"task_state": "x", "task_relevant_objects": {"unicorn": "table"}}'])
+def test_worker_llm_falls_back_to_the_extractor(tmp_path: Path, answer: str) -> None:
+    table = Table()
+    lines: list[str] = []
+    worker = WorkerLLM(ScriptedModel(respond=lambda _prompt: answer, name="worker"), "{task} {log}", CONFIG, lines.append)
+    tm = memory(tmp_path, table, worker)
+    tm.begin("sort", "sort")
+    wm = tm.working("sort")
+    assert wm.source == "extractor" and len(wm.remaining) == 4
+    assert lines and "comes from the logs" in lines[-1]
+
+
+def test_worker_llm_outage_falls_back(tmp_path: Path) -> None:
+    class Down(ScriptedModel):
+        def generate(self, prompt: str, stop=None, **kwargs):  # type: ignore[override]
+            raise LLMError("connection refused")
+
+    table = Table()
+    tm = memory(tmp_path, table, WorkerLLM(Down([]), "{task}", CONFIG))
+    tm.begin("sort", "sort")
+    assert tm.working("sort").source == "extractor"
+
+
+def test_extractor_for_a_task_without_specification(tmp_path: Path) -> None:
+    table = Table()
+    f = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())
+    f["begin_task"]("tidy the shelf")
+    f["grasp"]("ball")
+    wm = f["retrieve_working_memory"]("tidy the shelf")
+    assert wm["done"] == ["grasp('ball') -> 'success'"] and wm["task_relevant_objects"] == {"ball": "robot"}
+    assert LogExtractor(CONFIG)  # the oracle is constructible on its own
+    assert list((tmp_path / "tasks").glob(f"*{SUFFIX}"))
