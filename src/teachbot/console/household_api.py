@@ -38,12 +38,14 @@ class HouseholdRobot:
         states: Callable[[], dict[str, dict[str, Any]]],
         dialog: DialogChannel,
         layout: HouseholdLayout | None = None,
+        where: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.skills = skills
         self._objects = objects
         self._states = states
         self.dialog = dialog
         self.layout = layout or HouseholdLayout.load()
+        self._where = where  # object -> the place it stands at, or the object it rests in or on (list_objects(location))
 
     def functions(self) -> dict[str, Callable[..., Any]]:
         out: dict[str, Callable[..., Any]] = {
@@ -60,8 +62,18 @@ class HouseholdRobot:
             out[name] = self._skill_function(name, skill, field)
         return out
 
-    def list_objects(self) -> list[str]:
-        return list(self._objects())
+    def list_objects(self, location: str = "") -> list[str]:
+        names = list(self._objects())
+        if not location:
+            return names
+        if not isinstance(location, str):
+            raise TypeError(f"list_objects() takes a location's name, got {type(location).__name__}")
+        where = self._where() if self._where is not None else {}
+        if location not in self.layout.places and location not in names:
+            raise ValueError(f"unknown location {location!r}. Use one of list_locations() {self.layout.names()}")
+        if self._where is None:
+            raise RuntimeError("where objects are is not known in this setup; call list_objects() without a location")
+        return [n for n in names if n != location and _rests_at(n, location, where)]
 
     def list_locations(self) -> list[str]:
         return self.layout.names()
@@ -106,3 +118,15 @@ class HouseholdRobot:
         if result.success:
             return "success"
         raise (ValueError if ErrorCode(result.code) in ARGUMENT_ERRORS else RuntimeError)(result.message)
+
+
+def _rests_at(name: str, location: str, where: dict[str, str], depth: int = 8) -> bool:
+    """Whether ``name`` is at ``location``: there, or in or on something that is (a fruit in a bin on the table)."""
+    at = where.get(name, "")
+    for _ in range(depth):
+        if at == location:
+            return True
+        if at not in where:
+            return False
+        at = where[at]
+    return False

@@ -41,6 +41,18 @@ def load_prompt(name: str) -> str:
     return path.read_text()
 
 
+def tasks_block(api: RobotApi) -> str:
+    """The procedural memory of the base prompt: the profile's task specifications (config/task_memory.yaml),
+    with how to use the task memory when the API has it (prompts/task_memory_block.txt), else the list alone."""
+    from teachbot.taskmemory import TaskMemoryConfig, prompt_block
+
+    specs = TaskMemoryConfig.load().tasks(api.profile)
+    if not specs:
+        return ""
+    template = load_prompt("task_memory_block.txt" if "begin_task" in api.names else "task_list_block.txt")
+    return template.replace("{specs}", prompt_block(specs)).strip()
+
+
 class FileExamples:
     """Examples from ``memory_store/<profile>/*.txt`` when the memory node is not running.
 
@@ -78,6 +90,7 @@ class PromptBuilder:
     last_trim: TrimReport = field(default_factory=TrimReport)  # what the newest build() trimmed
     knowledge: Callable[[list[str]], str] | None = None  # instructions -> the "What I know" block ('' for none)
     last_block: str = ""  # the block the newest build() showed
+    tasks: str | None = None  # the task specifications' block of the base prompt (None: not read yet)
 
     @classmethod
     def for_profile(
@@ -87,8 +100,13 @@ class PromptBuilder:
         return cls(api, load_prompt(f"console_{api.profile}.txt"), examples, k, budget, knowledge=knowledge)
 
     def base(self) -> str:
-        """The static part: role, rules and the robot API (the chat backends' system message)."""
-        return self.base_template.replace("{api}", self.api.import_block()).rstrip() + "\n"
+        """The static part: role, rules, the robot API and the tasks it knows (the chat backends' system message)."""
+        text = self.base_template.replace("{api}", self.api.import_block())
+        if "{tasks}" in text:
+            if self.tasks is None:  # read once: the base prompt stays the same from step to step
+                self.tasks = tasks_block(self.api)
+            text = text.replace("{tasks}", self.tasks)
+        return text.rstrip() + "\n"
 
     def build(self, transcript: Transcript) -> str:
         """The prompt for the next statement, trimmed to the budget (raises PromptTooLong if it cannot fit)."""

@@ -90,11 +90,12 @@ class InteractionManagerNode(Node):
         self.create_subscription(LlmCompletion, "improvement/completions", self.on_improvement_completion, TRANSCRIPT_QOS)
         self.skill_timeout = float(cfg["skill_timeout"])
         self._states: dict[str, dict[str, Any]] = {}
+        self._places: dict[str, str] = {}  # household thing -> the place it stands at (list_objects(location))
         if api.profile == "household":
             self.skills = SkillClient(self, profile=RobotProfile.load(str(cfg.get("robot_profile", "household_sim"))))
             self.create_subscription(ThingStates, str(cfg.get("states_topic", "/sim/states")), self.on_states, LATCHED_QOS)
             implementations = HouseholdRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: list(self._current_objects()),
-                                             lambda: dict(self._states), self.dialog).functions()
+                                             lambda: dict(self._states), self.dialog, where=lambda: dict(self._places)).functions()
         else:
             self.skills = SkillClient(self)
             implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects,
@@ -193,15 +194,17 @@ class InteractionManagerNode(Node):
 
     def on_states(self, msg: ThingStates) -> None:
         """The household things' states, for get_object_state()."""
-        states = {}
+        states, places = {}, {}
         for t in msg.things:
+            if t.place and not t.held:
+                places[t.name] = t.place
             flags: dict[str, Any] = dict(zip(t.state_names, t.state_values))
             if t.contents:
                 flags["contents"] = t.contents
             if t.held:
                 flags["held"] = True
             states[t.name] = flags
-        self._states = states
+        self._states, self._places = states, places
 
     def on_improvement_completion(self, msg: LlmCompletion) -> None:
         """The improvement node's calls count towards this episode's tokens and cost."""
