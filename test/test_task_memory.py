@@ -37,8 +37,8 @@ class Table:
             "apple": ObjectInfo("apple", "red", "table"), "banana": ObjectInfo("banana", "yellow", "table"),
             "red cup": ObjectInfo("cup", "red", "table"), "knife": ObjectInfo("knife", "gray", "table"),
             "box 1": ObjectInfo("bin", "brown", "table"), "box 2": ObjectInfo("bin", "brown", "table"),
-            "yellow cube": ObjectInfo("cube", "yellow", "shelf"), "red cube": ObjectInfo("cube", "red", "shelf"),
-            "blue cube": ObjectInfo("cube", "blue", "shelf"), "ball": ObjectInfo("ball", "blue", "shelf"),
+            "yellow cube": ObjectInfo("cube", "yellow", "workbench"), "red cube": ObjectInfo("cube", "red", "workbench"),
+            "blue cube": ObjectInfo("cube", "blue", "workbench"), "ball": ObjectInfo("ball", "blue", "workbench"),
         }
         self.held = ""
 

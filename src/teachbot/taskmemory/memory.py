@@ -69,10 +69,11 @@ class TaskMemory:
                 self._current = self.store.current()
             return self._current
 
-    def begin(self, task: str, instruction: str = "") -> WorkingMemory:
-        """Begin ``task``, or resume it when its last run is unfinished; its working memory."""
+    def begin(self, task: str, instruction: str = "", environment: Mapping[str, ObjectInfo] | None = None) -> WorkingMemory:
+        """Begin ``task``, or resume it when its last run is unfinished; its working memory. ``environment``:
+        the world now (default: ask ``self.environment``)."""
         name = self.resolve(task)
-        env = dict(self.environment())
+        env = dict(environment if environment is not None else self.environment())
         run = self.run(name)
         if run.records and self.extractor(run).status != DONE:
             relevant = run.relevant
@@ -85,11 +86,14 @@ class TaskMemory:
             self._current = name
         return self.working(name)
 
-    def log_action(self, function: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], result: str, ok: bool) -> str:
-        """Log a robot call under the current task; returns the task ('' when no task has begun: not logged)."""
+    def log_action(self, function: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], result: str, ok: bool,
+                   environment: Mapping[str, ObjectInfo] | None = None) -> str:
+        """Log a robot call under the current task with the world after it; returns the task ('' when no
+        task has begun: nothing is logged)."""
         task = self.current()
         if task:
-            self.store.action(task, function, args, kwargs, result, ok, dict(self.environment()))
+            env = environment if environment is not None else self.environment()
+            self.store.action(task, function, args, kwargs, result, ok, dict(env))
         return task
 
     # ------------------------------------------------------------------ remembering
