@@ -1,5 +1,6 @@
 """``teachbot eval cap ...`` runs the core paper's tabletop protocol; ``teachbot eval report DIR`` writes its report;
-``teachbot eval raider`` runs the issue-detection benchmark (teachbot.commands.eval_raider).
+``teachbot eval raider`` runs the issue-detection benchmark (teachbot.commands.eval_raider), ``teachbot eval droc``
+DROC's corrections per iteration, ``teachbot eval multitask`` the multi-task benchmark of the task memory.
 
     teachbot eval cap --methods ours,ours-no-learning --splits SA-SI,UA-UI --runs 10 \\
         --llm-base-url URL --llm-model NAME --out DIR [--workers N] [--templates N] [--person template|llm]
@@ -45,10 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "plan as one program)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
-    from teachbot.commands import eval_droc, eval_raider
+    from teachbot.commands import eval_droc, eval_multitask, eval_raider
 
     eval_raider.register(kinds)
     eval_droc.register(kinds)
+    eval_multitask.register(kinds)
     report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
     report.add_argument("directory")
     report.set_defaults(func=run_report)

@@ -308,7 +308,7 @@ def run_case(world: Any, method: str, mode: str, first: str, second: str, config
         stops += agent.conversation(transcripts)  # a new console (and task memory) per conversation
     pointed = recorder.pointed
     done = {n: all(s.done for s in judge.steps(specs[n], pointed)) and bool(judge.relevant[n]) for n in names}
-    every = list(env0)
+    every = judge.relevant[first]  # answers are read for the task's objects (box 1 in "into box 1" is not one)
     retention = {}
     for kind in ("environment", "task"):
         if kind in person.answers:
