@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,6 +37,7 @@ from teachbot.sim.household_scene import load_household_scene
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.scene import TabletopConfig
 from teachbot.skills.household import HouseholdSkills
+from teachbot.taskmemory import ConsoleTaskMemory, TaskMemory, TaskMemoryConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "memory_store"
@@ -271,9 +273,12 @@ class SimHousehold:
         self.world.reset(load_household_scene())
         skills = HouseholdSkills(profile, DirectArm(self.world), DirectBase(self.world), WorldHousehold(self.world))
         self.robot = HouseholdRobot(DirectSkills(skills), self.world.object_names, self.world.thing_states, dialog)
+        self._store = tempfile.TemporaryDirectory(prefix="seed-tasks-")  # the task memory, empty, as on a new robot
+        self.task_memory = ConsoleTaskMemory(TaskMemory(self._store.name, TaskMemoryConfig.load(), "household", dict))
 
     def close(self) -> None:
         self.world.close()
+        self._store.cleanup()
 
 
 def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, DialogChannel]:
@@ -300,7 +305,7 @@ def replay(profile: str, transcript: Transcript) -> tuple[list[str], Any, Dialog
         api = robot.functions() | {"get_obj_pos": lambda name: world.get_obj_pos(robot, name)}
     else:
         world = SimHousehold(dialog)
-        api = world.robot.functions()
+        api = world.robot.functions() | world.task_memory.functions()
     api |= {"wait_for_trigger": listening(dialog.wait_for_trigger), "ask": listening(dialog.ask)}
     api[LEARN] = lambda: None  # the improvement node's answer when it stored the lesson (it speaks for itself)
     api["check_action"] = IssueGuard(None).check_action  # the interaction manager adds it (no seed calls it)
