@@ -307,3 +307,13 @@ def test_extractor_for_a_task_without_specification(tmp_path: Path) -> None:
     assert wm["done"] == ["grasp('ball') -> 'success'"] and wm["task_relevant_objects"] == {"ball": "robot"}
     assert LogExtractor(CONFIG)  # the oracle is constructible on its own
     assert list((tmp_path / "tasks").glob(f"*{SUFFIX}"))
+
+
+def test_switching_with_a_full_hand_reminds_to_put_it_back(tmp_path: Path) -> None:
+    table = Table()
+    f = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())
+    f["begin_task"]("tower")
+    f["grasp"]("red cube")
+    sort = f["begin_task"]("sort")
+    assert sort["task_reminders"][0] == "The robot holds the red cube, which this task is not about: put it back first."
+    assert f["retrieve_working_memory"]("tower")["task_relevant_objects"]["red cube"] == "robot"

@@ -114,22 +114,38 @@ class CoordinatorDouble(ScriptedModel):
     def act(self, task: str, after: Sequence[Any], memory: bool, transcript: Transcript) -> str:
         spec = self.specs[task]
         if memory:
-            begin = f"begin_task({task!r})"
-            if not _typed(after, begin):
-                return begin
-            state = _output_of(after, begin)
+            anchor = f"begin_task({task!r})"
+            if not _typed(after, anchor):
+                return anchor
+            state = _output_of(after, anchor)
             plan = self.plan_from_memory(state if isinstance(state, dict) else {})
-            done = _statements_after(after, begin)
         else:
-            listing = f"list_objects({spec.place!r})"
-            if not _typed(after, listing):
-                return listing
-            names = _output_of(after, listing)
+            anchor = f"list_objects({spec.place!r})"
+            if not _typed(after, anchor):
+                return anchor
+            names = _output_of(after, anchor)
             env = {n: self.guess(n, spec.place) for n in (names if isinstance(names, list) else [])}
             before = Transcript(list(transcript.entries[: len(transcript.entries) - len(after)]))
             plan = self.plan_from_spec(spec, env, self.handled(before))  # what it did before this request is skipped
-            done = _statements_after(after, listing)
-        return plan[done] if done < len(plan) else WAIT
+        held = re.search(r"already holds '([^']+)'", after[-1].text) if after and after[-1].kind == "output" else None
+        if held:  # something from before is still in the hand: put it back where it was seen, then go on
+            return f"place_object({self.seen_at(held.group(1), transcript)!r})"
+        return _next_step(plan, after, anchor)
+
+    def seen_at(self, name: str, transcript: Transcript) -> str:
+        """Where the transcript last showed ``name`` standing: a working memory's objects, or a listing by place."""
+        entries = transcript.entries
+        for i in range(len(entries) - 1, 0, -1):
+            if entries[i].kind != "output" or entries[i - 1].kind != "code":
+                continue
+            value = literal(entries[i].text)
+            where = value.get("task_relevant_objects", {}) if isinstance(value, dict) else {}
+            if isinstance(where, dict) and where.get(name) not in (None, "robot", "person"):
+                return str(where[name])
+            listed = _call(entries[i - 1].text)
+            if isinstance(value, list) and name in value and listed and listed[0] == "list_objects" and listed[1]:
+                return str(listed[1][0])
+        return next(iter(self.specs.values())).place or "table"
 
     def guess(self, name: str, place: str) -> ObjectInfo:
         """An object's type and colour from its name, as common sense reads it ('red cup': a red cup)."""
@@ -293,6 +309,17 @@ def _output_of(entries: Sequence[Any], statement: str) -> Any:
     return None
 
 
-def _statements_after(entries: Sequence[Any], statement: str) -> int:
-    start = next(i for i, e in enumerate(entries) if e.kind == "code" and e.text == statement)
-    return sum(1 for e in entries[start + 1:] if e.kind == "code")
+def _next_step(plan: Sequence[str], entries: Sequence[Any], anchor: str) -> str:
+    """The plan's next statement: the plan advances over each of its statements typed after ``anchor`` (a
+    failed one too: it is not tried again), except one that failed because the hand was full (tried again
+    after the hand is emptied); statements outside the plan (putting something down) do not move it."""
+    start = next(i for i, e in enumerate(entries) if e.kind == "code" and e.text == anchor)
+    pointer = 0
+    for i in range(start + 1, len(entries)):
+        entry = entries[i]
+        if entry.kind != "code" or pointer >= len(plan) or entry.text != plan[pointer]:
+            continue
+        output = entries[i + 1].text if i + 1 < len(entries) and entries[i + 1].kind == "output" else ""
+        if "already holds" not in output:
+            pointer += 1
+    return plan[pointer] if pointer < len(plan) else WAIT

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.taskmemory.log import ACTION, LogRecord
-from teachbot.taskmemory.specs import Environment, TaskMemoryConfig, TaskSpec, steps
+from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, steps
 
 ACTIVE, PAUSED, DONE, NOT_STARTED = "active", "paused", "done", "not started"
 WORKER_KEYS = ("task_reminders", "task_state", "done", "remaining", "task_relevant_objects")
@@ -104,6 +104,9 @@ class LogExtractor:
             status = NOT_STARTED
         state = f"{len(done)} of {len(all_steps)} steps done" + (f"; next: {remaining[0]}" if remaining else "")
         reminders = tuple(run.spec.reminders) or (run.spec.description,)
+        held = [n for n, info in env.items() if info.at == ROBOT and n not in run.relevant]
+        if held and status != DONE:  # switched halfway: the hand still holds what another task was moving
+            reminders = (f"The robot holds the {held[0]}, which this task is not about: put it back first.", *reminders)
         return WorkingMemory(run.task, status, run.instruction, reminders, state, done, remaining, objects)
 
 
