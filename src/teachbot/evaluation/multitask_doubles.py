@@ -227,7 +227,7 @@ class CoordinatorDouble(ScriptedModel):
             state = _output_of(after, ask)
             answer = self.answer_from_memory(question, state if isinstance(state, dict) else {})
         else:
-            answer = self.answer_from_transcript(question, transcript)
+            answer = self.answer_from_transcript(question, transcript, task)
         return f"say({answer!r})"
 
     def answer_from_memory(self, question: str, state: Mapping[str, Any]) -> str:
@@ -244,8 +244,10 @@ class CoordinatorDouble(ScriptedModel):
             names = [n for n, at in where.items() if at == place]
         return ", ".join(names) + "." if names else NOTHING
 
-    def answer_from_transcript(self, question: str, transcript: Transcript) -> str:
+    def answer_from_transcript(self, question: str, transcript: Transcript, task: str = "") -> str:
         q = question.lower()
+        if "left" in q:
+            return self.left_from_transcript(task, transcript)
         placed: dict[str, str] = {}
         pointed: list[str] = []
         holding = ""
@@ -265,7 +267,7 @@ class CoordinatorDouble(ScriptedModel):
                 pointed.append(str(call[1][0]))
         if "pointed" in q:
             return ", ".join(dict.fromkeys(pointed)) + "." if pointed else DONT_KNOW
-        if not placed or "left" in q:
+        if not placed:
             return DONT_KNOW
         if "tower" in q:  # what was put on a cube, and the cubes it was put on
             names = list(dict.fromkeys(x for n, at in placed.items() if "cube" in at for x in (at, n)))
@@ -273,6 +275,23 @@ class CoordinatorDouble(ScriptedModel):
             place = _asked_place(q)
             names = [n for n, at in placed.items() if at == place]
         return ", ".join(names) + "." if names else DONT_KNOW
+
+
+    def left_from_transcript(self, task: str, transcript: Transcript) -> str:
+        """What is left of ``task`` as this conversation shows it: the steps planned from the objects it listed
+        at the task's place, less those it handled ('' task, or no listing: it does not remember)."""
+        spec = self.specs.get(task)
+        listing = f"list_objects({spec.place!r})" if spec else ""
+        names = _output_of(transcript.entries, listing) if spec else None
+        if spec is None or not isinstance(names, list):
+            return DONT_KNOW
+        env = {n: self.guess(n, spec.place) for n in names}
+        handled = self.handled(transcript)
+        left = [n for n in env if n not in handled and any(g.selects(env[n], self.config.category_of) for g in spec.goals)]
+        stacking = any(g.kind == "stack" for g in spec.goals)
+        if stacking and len(left) == 1 and handled:  # the tower's base stays where it is: it needs no step
+            left = []
+        return ", ".join(left) + "." if left else NOTHING
 
 
 def _asked_place(question: str) -> str:
