@@ -317,3 +317,22 @@ def test_switching_with_a_full_hand_reminds_to_put_it_back(tmp_path: Path) -> No
     sort = f["begin_task"]("sort")
     assert sort["task_reminders"][0] == "The robot holds the red cube, which this task is not about: put it back first."
     assert f["retrieve_working_memory"]("tower")["task_relevant_objects"]["red cube"] == "robot"
+
+
+def test_cli_lists_and_shows_tasks(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    table = Table()
+    f = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())
+    f["begin_task"]("sort")
+    f["grasp"]("apple")
+    f["place_object"]("box 1")
+    base = [sys.executable, "-m", "teachbot.cli", "memory", "tasks"]
+    listed = subprocess.run([*base, "list", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "sort" in listed.stdout and "1 of 4 steps done" in listed.stdout
+    shown = subprocess.run([*base, "show", "Sorting", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "put the banana into box 1" in shown.stdout and "place_object('box 1')" in shown.stdout
+    missing = subprocess.run([*base, "show", "juggle", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no task is called 'juggle'" in missing.stderr

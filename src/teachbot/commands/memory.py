@@ -10,6 +10,7 @@
     teachbot memory knowledge remove ID [ID ...]
     teachbot memory knowledge export FILE [--kind K] [--object TEXT] [--task TEXT]
     teachbot memory knowledge import FILE
+    teachbot memory tasks list | show TASK   (teachbot.commands.memory_tasks)
 
 Works on the files directly (teachbot.memory.MemoryStore, teachbot.knowledge.KnowledgeStore: atomic
 writes under a lock file), so it is safe while a memory node runs; the node picks the changes up before
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
     common.add_argument("--memory", default="", metavar="DIR",
                         help="directory of learned examples (default: store.learned_dir of the config)")
-    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import,knowledge}")
+    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import,knowledge,tasks}")
 
     listing = actions.add_parser("list", parents=[common], help="a table of the stored examples")
     listing.add_argument("--profile", default="", help="only this robot API profile (tabletop, household)")
@@ -61,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("file", type=Path)
     imp.set_defaults(func=run_import)
     register_knowledge(actions)
+    from teachbot.commands import memory_tasks
+
+    memory_tasks.register(actions)
     # the store is files: no ROS domain needed
     memory.set_defaults(own_env=True)
 

@@ -1,0 +1,79 @@
+"""``teachbot memory tasks``: what the task memory holds (teachbot.taskmemory).
+
+    teachbot memory tasks list                # every task with a log: status, progress, what the person asked
+    teachbot memory tasks show TASK [--actions N]   # its working memory and its newest actions
+
+Reads the per-task logs in ``memory.store.tasks_dir`` of config/memory.yaml directly (appends are atomic
+lines under a lock), so it is safe while a memory node runs. The working memory shown is the
+deterministic extractor's (no model is called); where things are comes from the newest logged world.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from teachbot.memory import MemoryConfig
+
+
+def register(actions: argparse._SubParsersAction) -> None:
+    """Add ``memory tasks`` and its subcommands."""
+    tasks = actions.add_parser("tasks", help="list the task memory's tasks, show one's working memory and actions",
+                               description="The task memory: per-task logs of what the robot did and where things are.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
+    common.add_argument("--tasks", default="", metavar="DIR", help="directory of the task logs (default: store.tasks_dir)")
+    common.add_argument("--profile", default="household", help="robot API profile whose task specifications apply")
+    tactions = tasks.add_subparsers(dest="tasks_action", required=True, metavar="{list,show}")
+    tactions.add_parser("list", parents=[common], help="a table of the tasks with a log").set_defaults(func=run_list)
+    show = tactions.add_parser("show", parents=[common], help="one task: its working memory and newest actions")
+    show.add_argument("task")
+    show.add_argument("--actions", type=int, default=20, help="newest actions to show (default 20)")
+    show.set_defaults(func=run_show)
+
+
+def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, imported lazily
+    from teachbot.taskmemory import TaskMemory, TaskMemoryConfig
+    from teachbot.taskmemory.log import TaskLogStore
+
+    directory = Path(args.tasks).expanduser().resolve() if args.tasks else MemoryConfig.load(args.config or None).tasks_path
+    store = TaskLogStore(directory)
+    newest = {}
+    for task in store.tasks():  # "not started" tasks need a world: the newest one logged
+        records = store.records(task)
+        if records and records[-1].environment:
+            newest = dict(records[-1].environment)
+    return TaskMemory(store, TaskMemoryConfig.load(), args.profile, lambda: newest)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print a table: task, status, progress, what the person asked."""
+    from teachbot.commands.memory import aligned
+
+    memory = open_memory(args)
+    rows = [(t["task"], t["status"], t["progress"], t["instruction"]) for t in memory.tasks()]
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    print(aligned(("task", "status", "progress", "asked"), rows, width, f"no task has a log in {memory.store.directory}"))
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Print a task's working memory and its newest actions; an unknown task is an error listing the known ones."""
+    memory = open_memory(args)
+    try:
+        working = memory.working(args.task)
+        actions = memory.declarative(args.task, limit=max(args.actions, 1))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    wm = working.to_console()
+    print(f"task: {wm['task']} ({wm['status']})\nasked: {wm['instruction']}\nstate: {wm['task_state']}")
+    for key in ("task_reminders", "done", "remaining"):
+        print(f"{key.replace('_', ' ')}:" + "".join(f"\n  - {v}" for v in wm[key]) if wm[key] else f"{key.replace('_', ' ')}: -")
+    print("objects:" + "".join(f"\n  {n}: {at}" for n, at in wm["task_relevant_objects"].items()))
+    print(f"newest actions ({len(actions)}):")
+    for a in actions:
+        print(f"  {a['step']:>4}  {a['action']} -> {a['result']}")
+    return 0
