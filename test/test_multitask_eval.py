@@ -136,6 +136,7 @@ def test_cli_runs_writes_and_resumes(tmp_path: Path) -> None:
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert again.returncode == 0 and len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
     assert (tmp_path / "report.md").read_text().startswith("# Multi-task benchmark")
+    assert (tmp_path / "multitask.png").stat().st_size > 1000  # the bars of success and retention
     bad = subprocess.run(cmd[:-2] + ["--tasks", "juggling", "--out", str(tmp_path)], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert bad.returncode != 0 and "unknown tasks ['juggling']" in bad.stderr

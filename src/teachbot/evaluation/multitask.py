@@ -400,7 +400,33 @@ def write_summary(out: Path) -> tuple[Path, str]:
     table = format_table(summary)
     failed = [f"- {r['method']} {r['mode']} {r['first']}{'+' + r['second'] if r['second'] else ''}: "
               f"done {r['done']}, stops {r['stops']}" for r in rows if not r["success"]]
+    plot = plot_summary(summary, out / "multitask.png") if summary else None
     report = out / "report.md"
     report.write_text("# Multi-task benchmark (task memory)\n\nModels: " + ", ".join(sorted({r['models'] for r in rows}))
-                      + "\n\n" + table + "\n\n## Failed cases\n\n" + ("\n".join(failed) or "(none)") + "\n")
+                      + "\n\n" + table + (f"\n\n![success and retention]({plot.name})" if plot else "")
+                      + "\n\n## Failed cases\n\n" + ("\n".join(failed) or "(none)") + "\n")
     return report, table
+
+
+def plot_summary(summary: Mapping[str, Any], path: Path) -> Path:
+    """Bars of success, task retention and environment retention per mode, one group of bars per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = (("success", "success rate"), ("task_retention", "task retention"), ("environment_retention", "environment retention"))
+    modes = [m for m in MODES if any(m in by_mode for by_mode in summary.values())]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(11, 3.2), sharey=True)
+    width = 0.8 / max(len(summary), 1)
+    for ax, (key, title) in zip(axes, metrics, strict=True):
+        for i, (method, by_mode) in enumerate(summary.items()):
+            values = [(by_mode.get(m) or {}).get(key) for m in modes]
+            ax.bar([x + i * width for x in range(len(modes))], [v if v is not None else 0.0 for v in values], width, label=method)
+        ax.set_xticks([x + width * (len(summary) - 1) / 2 for x in range(len(modes))], modes)
+        ax.set(title=title, ylim=(0, 1.05))
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
