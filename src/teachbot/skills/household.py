@@ -1,5 +1,5 @@
-"""The household skills: a mobile manipulator that drives to places, grasps, places, hands over, opens
-and closes, switches, slices and wipes.
+"""The household skills: a mobile manipulator that drives to places, grasps, places, hands over, points
+(:mod:`teachbot.skills.household_gestures`), opens and closes, switches, slices and wipes.
 
 Arm motions are the tabletop skills' (:class:`SkillLibrary`) in the arm's own base frame, which rides
 on the base: object positions from the map are turned into that frame with the base's pose, and the
@@ -31,6 +31,7 @@ from teachbot.errors import (
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
 from teachbot.sim.household_objects import StateError
+from teachbot.skills.household_gestures import point_at
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.navigation import BasePose, Footprint, NavigationMap, time_path
@@ -347,6 +348,10 @@ class HouseholdSkills(SkillLibrary):
                        for a, c, half_a, half_c in footprints):
                 return along
         raise PlaceFailedError(f"no clear strip of the {surface} to wipe in front of the robot; move the things on it first")
+
+    def skill_point_at(self, object_name: str) -> dict:
+        """Point at an object with the closed hand and keep pointing (see :func:`point_at`)."""
+        return point_at(self, object_name)
 
     def skill_handover_object_to_human(self, hand: str = "right", timeout: float = 0.0, release: threading.Event | None = None) -> dict:
         """Drive to the person, hold the object out to their hand, let go when they take it (``release``)
