@@ -54,8 +54,9 @@ def test_registry_generates_the_import_block_for_both_profiles():
     assert tabletop.names == ["wait_for_trigger", "get_obj_names", "get_obj_pos", "denormalize_xy",
                               "put_first_on_second", "check_action", "say", "ask", "learn_from_interaction"]
     assert {"list_objects", "list_locations", "get_location_coordinates", "move_to", "grasp", "place_object",
-            "handover_object_to_human", "open", "close", "toggle", "slice", "wipe", "get_object_state", "check_action", "say", "ask",
-            "wait_for_trigger", "learn_from_interaction"} == set(household.names)
+            "handover_object_to_human", "point_at", "open", "close", "toggle", "slice", "wipe", "get_object_state", "check_action",
+            "say", "ask", "wait_for_trigger", "learn_from_interaction", "begin_task", "current_tasks", "retrieve_working_memory",
+            "retrieve_declarative_memory"} == set(household.names)
     block = tabletop.import_block()
     assert "def put_first_on_second(obj_name: str, target: str | list[float], **params: float) -> str:" in block
     assert "def open(thing: str, *, pull_distance: float = 0.32) -> str:" in household.import_block()

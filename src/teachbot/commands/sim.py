@@ -108,7 +108,7 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
 
     household = any(spec.name == "skills" and RobotProfile.load(str(spec.parameters["robot_profile"])).world == "household"
                     for spec in specs)
-    skills = ("move_to|grasp|place_object|handover_object_to_human|open|close|toggle|slice|wipe" if household
+    skills = ("move_to|grasp|place_object|handover_object_to_human|point_at|open|close|toggle|slice|wipe" if household
               else "pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait")
     print(f"  skills: /skills/<{skills}>; Ctrl-C to stop", flush=True)
     try:

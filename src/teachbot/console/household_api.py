@@ -20,6 +20,7 @@ SKILL_FUNCTIONS = {  # console name -> (skill, its argument's field)
     "move_to": ("move_to", "location"),
     "grasp": ("grasp", "object_name"),
     "place_object": ("place_object", "location"),
+    "point_at": ("point_at", "object_name"),
     "open": ("open", "thing"),
     "close": ("close", "thing"),
     "toggle": ("toggle", "thing"),

@@ -27,7 +27,8 @@ from teachbot.recording.types import action_names
 from teachbot.robot_profile import RobotProfile
 
 SKILLS = ("pick", "place", "put_first_on_second", "handover", "move_to", "gripper", "go_home", "wait")
-HOUSEHOLD_SKILLS = ("move_to", "grasp", "place_object", "handover_object_to_human", "open", "close", "toggle", "slice", "wipe")
+HOUSEHOLD_SKILLS = ("move_to", "grasp", "place_object", "handover_object_to_human", "point_at", "open", "close", "toggle", "slice",
+                    "wipe")
 _ACTION_TYPES = {"put_first_on_second": "PutFirstOnSecond", "move_to": "MoveTo", "go_home": "GoHome"}
 TRANSCRIPT_DEPTH = 500
 

@@ -4,8 +4,8 @@ It commands the arm only through the controller topics of the robot profile (a t
 gripper command out, joint states in), reads object positions from the profile's object topic, and
 obeys the emergency stop topic (std_msgs/Bool: true cancels every goal and holds position).
 Actions: skills/{pick, place, put_first_on_second, handover, move_to, gripper, go_home, wait}; for a
-household profile instead skills/{move_to, grasp, place_object, handover_object_to_human, open, close,
-toggle, slice, wipe} (HouseholdSkill), the base driven through its virtual joints on the same
+household profile instead skills/{move_to, grasp, place_object, handover_object_to_human, point_at, open,
+close, toggle, slice, wipe} (HouseholdSkill), the base driven through its virtual joints on the same
 controller topic. Service skills/release_handover. Skill parameters (config/skill_parameters.yaml)
 travel in the goals' parameter_names/parameter_values; a bad one is an INVALID_ARGUMENT result and
 nothing moves.
@@ -186,6 +186,7 @@ HOUSEHOLD_FIELDS = {  # skill -> the keyword its goal's target becomes, and what
     "grasp": ("object_name", (_HAND,)),
     "place_object": ("location", (_HAND,)),
     "handover_object_to_human": ("", (_HAND, "timeout")),
+    "point_at": ("object_name", ()),
     "open": ("thing", ()),
     "close": ("thing", ()),
     "toggle": ("thing", ()),
