@@ -1,5 +1,6 @@
-"""The household skills: a mobile manipulator that drives to places, grasps, places, hands over, points
-(:mod:`teachbot.skills.household_gestures`), opens and closes, switches, slices and wipes.
+"""The household skills: a mobile manipulator that drives to places, grasps, places (into containers:
+:mod:`teachbot.skills.household_containers`), hands over, points (:mod:`teachbot.skills.household_gestures`),
+opens and closes, switches, slices and wipes.
 
 Arm motions are the tabletop skills' (:class:`SkillLibrary`) in the arm's own base frame, which rides
 on the base: object positions from the map are turned into that frame with the base's pose, and the
@@ -31,6 +32,7 @@ from teachbot.errors import (
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
 from teachbot.sim.household_objects import StateError
+from teachbot.skills.household_containers import apart, container_spot, hand_blockers, hand_outline, takes
 from teachbot.skills.household_gestures import point_at
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
@@ -100,7 +102,9 @@ class ArmFrameObjects:
         for t in self.skills.view.things().values():
             if float(np.linalg.norm(t.position[:2] - origin[:2])) > NEAR_ARM:
                 continue
-            out[t.name] = ObjectInfo(t.name, t.type, self.skills.to_arm(t.position), t.size, t.yaw - self.skills.base.pose().yaw)
+            # a household bowl is a solid that things rest on top of, not the tabletop's hollow "bowl" (its floor near its base)
+            kind = "solid_bowl" if t.type == "bowl" else t.type
+            out[t.name] = ObjectInfo(t.name, kind, self.skills.to_arm(t.position), t.size, t.yaw - self.skills.base.pose().yaw)
         return out
 
 
@@ -282,8 +286,9 @@ class HouseholdSkills(SkillLibrary):
         return result
 
     def skill_place_object(self, location: str, hand: str = "right", params: Tuning | None = None) -> dict:
-        """Put what the hand holds on a free spot of ``location`` (a place), or on an object, shifted by
-        ``params``' place offsets along and across the place's surface."""
+        """Put what the hand holds on a free spot of ``location`` (a place), on an object, or into a container
+        object (a bin, a bowl: a free spot inside it), shifted by ``params``' place offsets along and across
+        the place's surface."""
         self._hand(hand)
         held = self._holding()
         if not held:
@@ -295,13 +300,16 @@ class HouseholdSkills(SkillLibrary):
             target = things[location]
             self._work_at(target.place, target.position)
             dx, dy = self._arm_shift(self.layout.surface(target.place), *shift)
+            if takes(target, things[held]):  # into a bin or bowl: a free spot of its own, beside what is in it
+                now = self.view.things()  # the held thing turned with the base
+                spot = container_spot(target, now[held], [t for t in now.values() if t.place == target.place], self.to_arm)
+                dx, dy = np.add((dx, dy), (self.to_arm(np.array([*spot, 0.0])) - self.to_arm(target.position))[:2])
             return self.skill_place(target_name=location, params=Tuning({**p, "place_offset_x": dx, "place_offset_y": dy}, self.profile))
         place = self.layout.place(location)
         if place.hand is not None:
             raise InvalidArgumentError(f"cannot put things down on the {location}; hand them over with handover_object_to_human()")
         if place.openable:
             self._reachable_inside(location, f"the spot for {held!r}")
-        self._work_at(location)
         spot = self._free_spot(location, things[held])
         if any(shift):  # the free spot moved as asked, but not off the surface
             surface, need = self._surface(location), float(max(things[held].size[:2])) / 2
@@ -310,6 +318,7 @@ class HouseholdSkills(SkillLibrary):
                 raise PlaceFailedError(f"place_offset_along={shift[0]:g}, place_offset_across={shift[1]:g} would put {held!r} "
                                        f"over the edge of the {location}; use smaller offsets")
             spot = surface_point(surface, float(along), float(across))
+        self._work_at(location, np.array([*spot, 0.0]))  # in front of the spot: on a crowded wide place it may lie far to the side
         return self.skill_place(target_point=tuple(self.to_arm(np.array([*spot, 0.0]))[:2]), params=p)
 
     def _arm_shift(self, surface: Surface, along: float, across: float) -> tuple[float, float]:
@@ -323,10 +332,13 @@ class HouseholdSkills(SkillLibrary):
         surface = self._surface(location)
         others = [t for t in self.view.things().values() if t.name != held.name and t.place == location]
         need = float(max(held.size[:2])) / 2
+        taller = hand_blockers(held, others, surface.z)  # the hand is wider than what it holds
         for along in np.arange(-surface.half_extents[0] + need, surface.half_extents[0] - need + 1e-9, SPOT_STEP):
             for across in sorted(np.arange(-surface.half_extents[1] + need, surface.half_extents[1] - need + 1e-9, SPOT_STEP), key=abs):
                 xy = surface_point(surface, float(along), float(across))
-                if all(math.hypot(xy[0] - t.position[0], xy[1] - t.position[1]) > need + float(max(t.size[:2])) / 2 + 0.02 for t in others):
+                clear = all(math.hypot(xy[0] - t.position[0], xy[1] - t.position[1]) > need + float(max(t.size[:2])) / 2 + 0.02
+                            for t in others)
+                if clear and all(apart(hand_outline(held, np.array(xy), turned=False), o, 0.0) for o in taller):
                     return xy
         raise PlaceFailedError(f"the {location} has no free spot for {held.name!r}; clear it or choose another place")
 
