@@ -49,6 +49,7 @@ DRAWER_BACK = 0.15  # metres the base stands further back to push an open drawer
 DOOR_CLEARANCE = 0.08  # metres between the base and a door's free edge while it swings
 LATERAL_TOLERANCE = 0.15  # metres sideways from the arm within which a thing on a place is worked on without moving
 RELEASE_LIFT = 0.06  # metres the open hand rises after letting go of a handed-over object
+HANDOVER_GAP = 0.02  # metres between what the hand holds out and the person's body
 WIPE_REACHES = (0.5, 0.6, 0.4, 0.68)  # metres from the arm's base to the wiping strokes tried, in order
 WIPE_CLEARANCE = 0.02  # metres between the sponge and things standing on the surface
 WIPE_PRESS = 0.003  # metres a sponge is pressed onto the surface it wipes
@@ -375,6 +376,10 @@ class HouseholdSkills(SkillLibrary):
         person = next(p.name for p in self.layout.places.values() if p.hand is not None)
         self._work_at(person)
         target = self.to_arm(np.array(self.layout.coordinates(person)))
+        # a long thing held out (a banana, a knife) may point at the person: it stops short of their body
+        thing, p = self.view.things().get(held), self.layout.place(person)
+        ahead = float(max(thing.size[:2])) / 2 if thing is not None else 0.0
+        target[0] -= max(0.0, ahead + HANDOVER_GAP - (float(p.hand["reach"]) - p.depth / 2))
         self._stage("offer", 0.4)
         self._move_joint_space(target, self._reachable_yaw(0.0, [target]))
         self._stage("waiting for human", 0.6)
