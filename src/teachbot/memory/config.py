@@ -15,7 +15,8 @@ from teachbot.paths import config_path, share_dir
 @dataclass(frozen=True)
 class MemoryConfig:
     """Resolved memory settings. ``model_path`` None means the bundled all-MiniLM-L6-v2; ``cache_dir`` None, no cache.
-    ``knowledge_dir`` None (a config made in code) means ``knowledge`` next to ``learned_dir``."""
+    ``knowledge_dir`` None (a config made in code) means ``knowledge`` next to ``learned_dir``, ``tasks_dir``
+    None ``tasks`` next to it."""
 
     learned_dir: Path
     seeds_dir: Path | None = None
@@ -26,11 +27,17 @@ class MemoryConfig:
     cache_dir: Path | None = None
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     knowledge_dir: Path | None = None
+    tasks_dir: Path | None = None
 
     @property
     def knowledge_path(self) -> Path:
         """The directory of the distilled knowledge base (teachbot.knowledge)."""
         return self.knowledge_dir or self.learned_dir.parent / "knowledge"
+
+    @property
+    def tasks_path(self) -> Path:
+        """The directory of the task memory's per-task logs (teachbot.taskmemory)."""
+        return self.tasks_dir or self.learned_dir.parent / "tasks"
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> MemoryConfig:
@@ -75,6 +82,7 @@ class MemoryConfig:
             cache_dir=path_of(embedding, "cache_dir", "memory.embedding"),
             retrieval=settings,
             knowledge_dir=path_of(store, "knowledge_dir", "memory.store") or learned.parent / "knowledge",
+            tasks_dir=path_of(store, "tasks_dir", "memory.store") or learned.parent / "tasks",
         )
 
 
