@@ -12,6 +12,12 @@ memory.store.knowledge_dir of config/memory.yaml, or "knowledge" next to the lea
 node is given its store (``memory``) or another learned_dir, so a temporary store never writes into the
 user's knowledge base; the ``knowledge_dir`` parameter overrides both. With knowledge.select.enabled the
 candidates go through DROC's LLM selection (the ``knowledge_select`` role of config/llm.yaml).
+
+The task memory (teachbot.taskmemory, config/task_memory.yaml; teachbot.nodes.task_memory_service):
+memory/begin_task (BeginTask), memory/log_task_action (LogTaskAction) and memory/query_task_memory
+(QueryTaskMemory) over the per-task logs in memory.store.tasks_dir of config/memory.yaml, or "tasks" next to
+a store given to the node, as the knowledge; the ``tasks_dir`` parameter overrides both. Not served when
+task_memory.enabled is false.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
+from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
 from teachbot.perception.object_crop import knowledge_settings
 
 BLOCK_PREFIX = "# "  # the 'What I know' block goes into a Python console prompt: comment lines
@@ -71,15 +78,21 @@ class MemoryNode(Node):
     """Wraps an :class:`EpisodicMemory`; every service answers with a message, never a crash."""
 
     def __init__(self, memory: EpisodicMemory | None = None, config: str = "", learned_dir: str = "", knowledge_dir: str = "",
-                 knowledge_config: str = "", knowledge: KnowledgeRetriever | None = None) -> None:
+                 knowledge_config: str = "", knowledge: KnowledgeRetriever | None = None, tasks_dir: str = "",
+                 task_memory_config: str = "", task_profile: str = "household") -> None:
         """``config``: a memory.yaml (default config/memory.yaml); ``learned_dir`` overrides its store.learned_dir,
-        ``knowledge_dir`` its store.knowledge_dir; ``knowledge_config``: a knowledge.yaml (default
-        config/knowledge.yaml); ``knowledge``: a ready retriever (its store and embedders) instead."""
+        ``knowledge_dir`` its store.knowledge_dir, ``tasks_dir`` its store.tasks_dir; ``knowledge_config``: a
+        knowledge.yaml (default config/knowledge.yaml); ``knowledge``: a ready retriever (its store and embedders)
+        instead; ``task_memory_config``: a task_memory.yaml (default config/task_memory.yaml) and ``task_profile``
+        the robot API profile whose task specifications it serves."""
         super().__init__("memory")
         self.declare_parameter("config", config)
         self.declare_parameter("learned_dir", learned_dir)
         self.declare_parameter("knowledge_dir", knowledge_dir)
         self.declare_parameter("knowledge_config", knowledge_config)
+        self.declare_parameter("tasks_dir", tasks_dir)
+        self.declare_parameter("task_memory_config", task_memory_config)
+        self.declare_parameter("task_profile", task_profile)
         refuse_duplicate(self)
         # (an empty EpisodicMemory is falsy: a given store must never be swapped for the configured one)
         self.memory = memory if memory is not None else EpisodicMemory.open(self._config())
@@ -94,28 +107,32 @@ class MemoryNode(Node):
         self.create_service(RemoveExample, "memory/remove", self.on_remove)
         self.create_service(AddKnowledge, "memory/add_knowledge", self.on_add_knowledge)
         self.create_service(RetrieveKnowledge, "memory/retrieve_knowledge", self.on_retrieve_knowledge)
+        self.tasks = self._task_memory()
+        tasks = f"; task logs in {self.tasks.directory}" if self.tasks is not None else "; task memory off"
         self.get_logger().info(f"memory ready: {len(self.memory)} examples, {len(self.knowledge.store)} knowledge entries "
-                               f"in {self.knowledge.store.directory}")
+                               f"in {self.knowledge.store.directory}{tasks}")
 
     def _config(self) -> MemoryConfig:
         settings = MemoryConfig.load(str(self.get_parameter("config").value) or None)
         learned = str(self.get_parameter("learned_dir").value)
-        if learned:  # a store elsewhere: its knowledge next to it unless knowledge_dir says otherwise
+        if learned:  # a store elsewhere: its knowledge and task logs next to it unless knowledge_dir/tasks_dir say otherwise
             path = Path(learned).expanduser().resolve()
-            settings = dataclasses.replace(settings, learned_dir=path, knowledge_dir=path.parent / "knowledge")
+            settings = dataclasses.replace(settings, learned_dir=path, knowledge_dir=path.parent / "knowledge",
+                                           tasks_dir=path.parent / "tasks")
         return settings
+
+    def _store_dir(self, parameter: str, configured: Path, name: str) -> Path:
+        """The directory the ``parameter`` names, else the configured one, else ``name`` next to a store given to
+        this node (a temporary store never writes into the user's)."""
+        explicit = str(self.get_parameter(parameter).value)
+        if explicit:
+            return Path(explicit).expanduser().resolve()
+        learned = Path(self.memory.store.learned_dir).resolve()
+        return configured if learned == self._config().learned_dir.resolve() else learned.parent / name
 
     def _knowledge(self) -> KnowledgeRetriever:
         """The knowledge base and its retriever (see the module docstring for where it lives)."""
-        explicit = str(self.get_parameter("knowledge_dir").value)
-        config = self._config()
-        learned = Path(self.memory.store.learned_dir).resolve()
-        if explicit:
-            directory = Path(explicit).expanduser().resolve()
-        elif learned == config.learned_dir.resolve():
-            directory = config.knowledge_path
-        else:  # a store given to this node: its own knowledge next to it
-            directory = learned.parent / "knowledge"
+        directory = self._store_dir("knowledge_dir", self._config().knowledge_path, "knowledge")
         settings, image_embedder = knowledge_settings(str(self.get_parameter("knowledge_config").value) or None)
         select = None
         if settings.select_enabled:  # DROC's LLM selection among the candidates: the knowledge_select role
@@ -124,6 +141,21 @@ class MemoryNode(Node):
 
             select = model_from_config(llm_settings(), "knowledge_select")
         return KnowledgeRetriever(KnowledgeStore(directory), self.memory.embedder, image_embedder, settings, select_model=select)
+
+    def _task_memory(self) -> TaskMemoryService | None:
+        """The task memory's services (config/task_memory.yaml), or None when it is switched off."""
+        from teachbot.taskmemory import TaskMemoryConfig
+
+        config = TaskMemoryConfig.load(str(self.get_parameter("task_memory_config").value) or None)
+        if not config.enabled:
+            return None
+        directory = self._store_dir("tasks_dir", self._config().tasks_path, "tasks")
+        worker = working_memory_maker(config, self.get_logger().warning)
+        return TaskMemoryService(self, directory, config, str(self.get_parameter("task_profile").value), worker)
+
+    def close(self) -> None:
+        if self.tasks is not None:
+            self.tasks.close()
 
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)
