@@ -8,6 +8,9 @@ Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's
 memory/retrieve_knowledge for its "What I know" block and learned skill parameters (the same stores read
 in this process when the service does not answer), perception/describe_object for the looks of the
 object at hand, and improvement/improve for learning and for distilling knowledge at the end of a task.
+Household: the task memory (config/task_memory.yaml) over memory/begin_task, memory/log_task_action and
+memory/query_task_memory (the same store in this process when they do not answer); every acting robot call
+is logged with the world after it, from the object list and the thing states (teachbot.nodes.task_memory_client).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
+TASK_MEMORY_TIMEOUT = 30.0  # seconds a task-memory service may take (a worker LLM writes the working memory)
+SETTLE_TIMEOUT = 1.0  # seconds an action's log waits for perception to report the world after it
 DESCRIBE_TIMEOUT = 5.0  # seconds perception/describe_object may take (else: the object by name only)
 
 
@@ -83,7 +88,10 @@ class InteractionManagerNode(Node):
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
         self._objects: dict[str, list[float]] | None = None  # None until the first object list arrives
         self._sizes: dict[str, list[float]] = {}  # each object's extent, for grounding corrections in its scale
+        self._labels: dict[str, str] = {}  # each object's detector class (its type when no thing state says one)
         self._objects_arrived = threading.Event()
+        self._object_lists = threading.Condition()  # counts the lists, so an action's log can wait for a newer one
+        self._lists_seen = 0
         self.objects_wait = float(cfg.get("objects_wait", 5.0))
         self.objects_topic = str(cfg["objects_topic"])
         self.create_subscription(ObjectList, self.objects_topic, self.on_objects, LATCHED_QOS)
@@ -91,6 +99,7 @@ class InteractionManagerNode(Node):
         self.skill_timeout = float(cfg["skill_timeout"])
         self._states: dict[str, dict[str, Any]] = {}
         self._places: dict[str, str] = {}  # household thing -> the place it stands at (list_objects(location))
+        self._things: dict[str, tuple[str, str, bool]] = {}  # household thing -> (type, place, held), for the task memory
         if api.profile == "household":
             self.skills = SkillClient(self, profile=RobotProfile.load(str(cfg.get("robot_profile", "household_sim"))))
             self.create_subscription(ThingStates, str(cfg.get("states_topic", "/sim/states")), self.on_states, LATCHED_QOS)
@@ -106,6 +115,9 @@ class InteractionManagerNode(Node):
         guard_mode = str(cfg.get("issue_guard") or raider.guard_mode(api.profile))  # a keyword override, else raider.yaml
         self.guard = IssueGuard(self.issue_client, guard_mode, raider.guarded.get(api.profile, ()), log=self.get_logger().info)
         implementations = self.guard.wrap({**implementations, "check_action": self.guard.check_action})
+        self.task_memory: Any = None
+        if api.profile == "household":
+            implementations = self._task_memory(cfg, implementations)
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
@@ -145,6 +157,60 @@ class InteractionManagerNode(Node):
         parameters = SkillParameters.load("household" if api.profile == "household" else "tabletop")
         source = FallbackKnowledge(_RemoteKnowledge(self), _LocalKnowledgeBase(local), self.get_logger().warning)
         return ConsoleKnowledge(source, parameters.declared, self.get_logger().info)
+
+    def _task_memory(self, cfg: dict[str, Any], implementations: dict[str, Any]) -> dict[str, Any]:
+        """``implementations`` with the task memory: its four functions, the acting ones logged (config/task_memory.yaml;
+        ``task_memory: false`` turns it off). The memory node's, else the same store in this process."""
+        from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory
+        from teachbot.sim.household_objects import Catalog
+        from teachbot.taskmemory import ConsoleTaskMemory, TaskMemoryConfig
+
+        config = TaskMemoryConfig.load()
+        if not (config.enabled and bool(cfg.get("task_memory", True))):
+            return implementations
+        catalog = Catalog.load()
+        self._colors, self._type_colors = dict(catalog.colors), {t: k.color for t, k in catalog.types.items()}
+        self._settle = float(cfg.get("task_memory_settle", SETTLE_TIMEOUT))
+        timeout = float(cfg.get("task_memory_timeout", TASK_MEMORY_TIMEOUT))
+        remote = RemoteTaskMemory(self, config, _call, self.task_environment, timeout)
+        self.task_memory = FallbackTaskMemory(remote, lambda: self._local_task_memory(config, cfg), self.task_environment,
+                                              self.get_logger().warning, self._settled_environment)
+        return ConsoleTaskMemory(self.task_memory).wrap(implementations)
+
+    def _local_task_memory(self, config: Any, cfg: dict[str, Any]) -> Any:
+        """The task memory in this process, on the memory node's store: the ``tasks_dir`` override, "tasks" next to
+        the ``memory`` store, else memory.store.tasks_dir of config/memory.yaml."""
+        from pathlib import Path
+
+        from teachbot.memory.config import MemoryConfig
+        from teachbot.nodes.task_memory_service import working_memory_maker
+        from teachbot.taskmemory import TaskMemory
+
+        learned = str(self.get_parameter("memory").value)
+        directory = (Path(str(cfg["tasks_dir"])).expanduser() if cfg.get("tasks_dir") else
+                     Path(learned).expanduser().resolve().parent / "tasks" if learned else MemoryConfig.load().tasks_path)
+        llm = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
+        worker = working_memory_maker(config, self.get_logger().warning, llm)
+        return TaskMemory(directory, config, "household", self.task_environment, worker)
+
+    def task_environment(self, wait: bool = True) -> dict[str, Any]:
+        """What is where now, for the task memory: perception's objects with the household's thing states
+        (``wait``: just after start, up to objects_wait seconds for the first object list; else {})."""
+        from teachbot.nodes.task_memory_client import perceived_environment
+
+        if wait and self._objects is None:
+            self._objects_arrived.wait(self.objects_wait)
+        return perceived_environment(self._objects or {}, self._sizes, self._labels, self._things, self._colors,
+                                     self._type_colors)
+
+    def _settled_environment(self) -> dict[str, Any]:
+        """The world after an action: once perception has sent two object lists since (the first may predate it);
+        at once when no perception has sent any."""
+        with self._object_lists:
+            wanted = self._lists_seen + 2
+            if self._lists_seen:
+                self._object_lists.wait_for(lambda: self._lists_seen >= wanted, timeout=self._settle)
+        return self.task_environment(wait=False)
 
     def describe(self, name: str) -> tuple[list[float], str]:
         """The named object's crop vector and its embedder from perception; ([], '') when it cannot say."""
@@ -190,12 +256,17 @@ class InteractionManagerNode(Node):
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
         self._sizes = {o.name: [o.size.x, o.size.y, o.size.z] for o in msg.objects}
+        self._labels = {o.name: o.label for o in msg.objects}
         self._objects_arrived.set()
+        with self._object_lists:
+            self._lists_seen += 1
+            self._object_lists.notify_all()
 
     def on_states(self, msg: ThingStates) -> None:
         """The household things' states, for get_object_state()."""
-        states, places = {}, {}
+        states, places, things = {}, {}, {}
         for t in msg.things:
+            things[t.name] = (t.type, t.place, bool(t.held))
             if t.place and not t.held:
                 places[t.name] = t.place
             flags: dict[str, Any] = dict(zip(t.state_names, t.state_values))
@@ -204,7 +275,7 @@ class InteractionManagerNode(Node):
             if t.held:
                 flags["held"] = True
             states[t.name] = flags
-        self._states, self._places = states, places
+        self._states, self._places, self._things = states, places, things
 
     def on_improvement_completion(self, msg: LlmCompletion) -> None:
         """The improvement node's calls count towards this episode's tokens and cost."""
