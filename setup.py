@@ -27,6 +27,8 @@ setup(
         (f"share/{PACKAGE}/config/benchmarks", data("config/benchmarks/*.yaml")),
         (f"share/{PACKAGE}/config/benchmarks/raider", data("config/benchmarks/raider/*.yaml")),
         (f"share/{PACKAGE}/config/benchmarks/droc", data("config/benchmarks/droc/*.yaml")),
+        (f"share/{PACKAGE}/config/benchmarks/multitask", data("config/benchmarks/multitask/*.yaml")),
+        (f"share/{PACKAGE}/config/benchmarks/multitask/scenes", data("config/benchmarks/multitask/scenes/*.yaml")),
         (f"share/{PACKAGE}/config/household", data("config/household/*.yaml")),
         (f"share/{PACKAGE}/config/household/scenes", data("config/household/scenes/*.yaml")),
         (f"share/{PACKAGE}/prompts", data("prompts/*.txt") + data("prompts/*.yaml") + data("prompts/*.md")),
