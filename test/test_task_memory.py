@@ -336,3 +336,29 @@ def test_cli_lists_and_shows_tasks(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "put the banana into box 1" in shown.stdout and "place_object('box 1')" in shown.stdout
     missing = subprocess.run([*base, "show", "juggle", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no task is called 'juggle'" in missing.stderr
+
+
+def test_acting_is_logged_only_under_a_task_begun_in_this_conversation(tmp_path: Path) -> None:
+    from teachbot.console.dialog import SessionEnded
+
+    table = Table()
+    console = ConsoleTaskMemory(memory(tmp_path, table))
+    said = iter([{"type": "dialog", "text": "sort the fruits"}])
+
+    def wait_for_trigger() -> dict:
+        try:
+            return next(said)
+        except StopIteration:
+            raise SessionEnded("the person left") from None
+
+    f = console.wrap({**table.functions(), "wait_for_trigger": wait_for_trigger})
+    f["wait_for_trigger"]()
+    assert f["begin_task"]("sort")["instruction"] == "sort the fruits"  # the person's words are the task's request
+    f["grasp"]("apple")
+    with pytest.raises(SessionEnded):
+        f["wait_for_trigger"]()  # the conversation ends
+    f["place_object"]("box 1")  # a later request that is no task: not the sorting's
+    assert [h["action"] for h in f["retrieve_declarative_memory"]("sort")] == ["grasp('apple')"]
+    fresh = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())  # after a restart, likewise
+    fresh["grasp"]("banana")
+    assert len(fresh["retrieve_declarative_memory"]("sort")) == 1

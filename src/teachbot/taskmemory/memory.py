@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from teachbot.console.dialog import SessionEnded
 from teachbot.taskmemory.log import RESUMED, TaskLogStore, slug
 from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
 from teachbot.taskmemory.working import DONE, NOT_STARTED, LogExtractor, TaskRun, WorkingMemory, declarative_view
@@ -136,10 +137,15 @@ class ConsoleTaskMemory:
         self.memory = memory
         self.logged = tuple(logged if logged is not None else memory.config.logged_functions)
         self.last_words = ""
+        # the task begun in this conversation: acting calls are logged only under it, so what the robot does for
+        # a request that is no task (or after a restart, before a task is begun again) never lands in a task's log
+        self.active = ""
 
     def functions(self) -> dict[str, Callable[..., Any]]:
         def begin_task(task: str) -> dict:
-            return self.memory.begin(task, self.last_words).to_console()
+            memory = self.memory.begin(task, self.last_words)
+            self.active = memory.task
+            return memory.to_console()
 
         def current_tasks() -> list:
             return self.memory.tasks()
@@ -169,9 +175,11 @@ class ConsoleTaskMemory:
             try:
                 result = function(*args, **kwargs)
             except Exception as exc:
-                self.memory.log_action(name, args, kwargs, f"{type(exc).__name__}: {exc}", False)
+                if self.active:
+                    self.memory.log_action(name, args, kwargs, f"{type(exc).__name__}: {exc}", False)
                 raise
-            self.memory.log_action(name, args, kwargs, repr(result) if result is not None else "", True)
+            if self.active:
+                self.memory.log_action(name, args, kwargs, repr(result) if result is not None else "", True)
             return result
 
         call.__name__ = name
@@ -179,7 +187,11 @@ class ConsoleTaskMemory:
 
     def _listening(self, function: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            reply = function(*args, **kwargs)
+            try:
+                reply = function(*args, **kwargs)
+            except SessionEnded:  # the conversation is over: the next one begins its task again
+                self.active = ""
+                raise
             if isinstance(reply, Mapping) and isinstance(reply.get("text"), str):
                 self.last_words = reply["text"]
             return reply
