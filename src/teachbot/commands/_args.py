@@ -5,6 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from teachbot.errors import ConfigError
+
+
+def comma_names(text: str) -> tuple[str, ...]:
+    """The names of a comma-separated option ('a, b' -> ('a', 'b')); a name given twice is a ConfigError."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a name is given twice in {text!r}")
+    return names
+
 
 def add_scene_args(parser: argparse.ArgumentParser) -> None:
     """--world, --robot-profile, --seed and --scene: which world, which robot and which scene."""

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from teachbot.commands._args import comma_names
 from teachbot.errors import ConfigError
 
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from teachbot.evaluation.droc import DrocConfig, double_models, run_droc, write_summary
     from teachbot.evaluation.droc_tasks import load_tasks
 
-    config = DrocConfig(methods=_names(args.methods), tasks=_names(args.tasks), iterations=args.iterations,
+    config = DrocConfig(methods=comma_names(args.methods), tasks=comma_names(args.tasks), iterations=args.iterations,
                         max_corrections=args.max_corrections, shared_store=args.store == "shared")
     tasks = load_tasks()
     config.validate([t.id for t in tasks])  # argument errors before any endpoint or simulator starts
@@ -97,10 +98,3 @@ def run(args: argparse.Namespace) -> int:
     report, table = write_summary(results.parent)
     print(f"corrections per iteration ({models.label}):\n{table}\nresults: {results}\nreport: {report}", flush=True)
     return 0
-
-
-def _names(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if len(set(names)) != len(names):
-        raise ConfigError(f"a name is given twice in {text!r}")
-    return names

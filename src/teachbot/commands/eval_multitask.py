@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from teachbot.commands._args import comma_names
 from teachbot.errors import ConfigError
 
 ROLES = ("interaction", "task_memory_worker")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Run (or resume) the benchmark, then write summary.json and report.md and print the table."""
     from teachbot.evaluation.multitask import MultitaskConfig, run_multitask, write_summary
 
-    methods, modes, tasks = _names(args.methods), _names(args.modes), _names(args.tasks)
+    methods, modes, tasks = comma_names(args.methods), comma_names(args.modes), comma_names(args.tasks)
     bad = [m for m in methods if m not in METHODS] + [m for m in modes if m not in MODES]
     if bad:
         raise ConfigError(f"unknown {bad}; methods: {', '.join(METHODS)}; modes: {', '.join(MODES)}")
@@ -87,10 +88,3 @@ def run(args: argparse.Namespace) -> int:
     report, table = write_summary(results.parent)
     print(f"multi-task benchmark ({chosen.label}):\n{table}\nresults: {results}\nreport: {report}", flush=True)
     return 0
-
-
-def _names(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if len(set(names)) != len(names):
-        raise ConfigError(f"a name is given twice in {text!r}")
-    return names

@@ -379,17 +379,15 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
+    from teachbot.evaluation.report import _cell as cell
+
     lines = ["| method | mode | cases | success | task retention | environment retention | actions / required |",
              "|---|---|---|---|---|---|---|"]
     for method, modes in summary.items():
         for mode, s in modes.items():
-            cells = [_cell(s[k]) for k in ("success", "task_retention", "environment_retention", "actions_per_required")]
+            cells = [cell(s[k], 2) for k in ("success", "task_retention", "environment_retention", "actions_per_required")]
             lines.append(f"| {method} | {mode} | {s['cases']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def write_summary(out: Path) -> tuple[Path, str]:
