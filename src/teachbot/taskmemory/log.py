@@ -149,11 +149,12 @@ class TaskLogStore:
     def tasks(self) -> list[str]:
         """The tasks with a log, by the time they last began (oldest first)."""
         names = []
-        for path in self.directory.glob(f"*{SUFFIX}"):
-            records = self._read(path)
-            if records:
-                begun = [r for r in records if r.kind == BEGIN]
-                names.append(((begun or records)[-1].time, records[0].task))
+        with self._guard:  # the caches' own lists, not copies: this runs on every query
+            for path in self.directory.glob(f"*{SUFFIX}"):
+                cache = self._refresh(path)
+                if cache.records:
+                    newest = cache.records[cache.last_begin if cache.last_begin >= 0 else -1]
+                    names.append((newest.time, cache.records[0].task))
         return [name for _, name in sorted(names)]
 
     def records(self, task: str) -> list[LogRecord]:
