@@ -27,6 +27,19 @@ def add_scene_args(parser: argparse.ArgumentParser) -> None:
                         "config/household/scenes/kitchen.yaml)")
 
 
+def add_model_args(parser: argparse.ArgumentParser, doubles: str, roles: str) -> None:
+    """--models doubles|config, the endpoint's --llm-base-url/--llm-model/--llm-config, and --allow-paid, as the
+    benchmarks take them; ``doubles`` says what the offline stand-ins are, ``roles`` which LLM roles config gives."""
+    parser.add_argument("--models", default="doubles", choices=("doubles", "config"),
+                        help=f"doubles: {doubles} that prove the mechanics, not a model (default); config: the {roles} "
+                             "of config/llm.yaml")
+    parser.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint (--models config)")
+    parser.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves (--models config)")
+    parser.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    parser.add_argument("--allow-paid", action="store_true",
+                        help="allow an endpoint that is not on this machine or network (a hosted API bills every call)")
+
+
 def scene_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The sim node keyword arguments that --seed/--scene ask for."""
     overrides: dict[str, object] = {}

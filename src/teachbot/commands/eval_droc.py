@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from teachbot.commands._args import comma_names
+from teachbot.commands._args import add_model_args, comma_names
 from teachbot.errors import ConfigError
 
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
@@ -36,14 +36,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
                    help="shared: one knowledge store per method across all tasks, as DROC's (default); per-task: "
                         "emptied when each task's sequence starts")
     p.add_argument("--out", required=True, help="output directory (a new one, or the same run's to resume)")
-    p.add_argument("--models", default="doubles", choices=("doubles", "config"),
-                   help="doubles: offline stand-ins that prove the mechanics, not a model (default); config: the "
-                        "interaction, correction and improvement roles of config/llm.yaml")
-    p.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint (--models config)")
-    p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves (--models config)")
-    p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
-    p.add_argument("--allow-paid", action="store_true",
-                   help="allow an endpoint that is not on this machine or network (a hosted API bills every call)")
+    add_model_args(p, "offline stand-ins", "interaction, correction and improvement roles")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

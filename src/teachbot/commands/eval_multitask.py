@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from teachbot.commands._args import comma_names
+from teachbot.commands._args import add_model_args, comma_names
 from teachbot.errors import ConfigError
 
 ROLES = ("interaction", "task_memory_worker")
@@ -32,14 +32,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated: {', '.join(MODES)} (default all)")
     p.add_argument("--tasks", default="", help="only cases whose first task is one of these (comma-separated; default all)")
     p.add_argument("--out", required=True, help="output directory (a new one, or the same run's to resume)")
-    p.add_argument("--models", default="doubles", choices=("doubles", "config"),
-                   help="doubles: an offline coordinator that proves the mechanics, not a model (default); config: "
-                        "the interaction and task_memory_worker roles of config/llm.yaml")
-    p.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint (--models config)")
-    p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves (--models config)")
-    p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
-    p.add_argument("--allow-paid", action="store_true",
-                   help="allow an endpoint that is not on this machine or network (a hosted API bills every call)")
+    add_model_args(p, "offline coordinator doubles", "interaction and task_memory_worker roles")
     p.set_defaults(func=run)
 
 
