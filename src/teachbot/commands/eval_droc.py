@@ -57,22 +57,30 @@ def paid_endpoints(raw: dict[str, Any], roles: tuple[str, ...] = ROLES) -> list[
     return out
 
 
-def config_models(args: argparse.Namespace) -> Any:
-    """The run's models from config/llm.yaml (and --llm-*), refusing a paid endpoint without --allow-paid."""
+def checked_llm_config(args: argparse.Namespace, roles: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """config/llm.yaml with the --llm-* overrides and a label for the report, once no role would call a paid
+    endpoint without --allow-paid and every role's endpoint answers (nothing billed)."""
     from teachbot.commands.eval import _llm, check_endpoint
-    from teachbot.evaluation.droc import DrocModels
-    from teachbot.llm.factory import model_from_config, role_settings
+    from teachbot.llm.factory import role_settings
 
     raw = _llm(args)
-    paid = paid_endpoints(raw)
+    paid = paid_endpoints(raw, roles)
     if paid and not args.allow_paid:
         raise ConfigError(f"the models would call a hosted endpoint ({'; '.join(paid)}), which may cost money; pass "
                           "--allow-paid to run it anyway, point --llm-base-url at a local server, or use --models doubles")
-    for role in ROLES:
+    for role in roles:
         check_endpoint(raw, role)
     settings = role_settings(raw, "interaction")
+    return raw, f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
+
+
+def config_models(args: argparse.Namespace) -> Any:
+    """The run's models from config/llm.yaml (and --llm-*), refusing a paid endpoint without --allow-paid."""
+    from teachbot.evaluation.droc import DrocModels
+    from teachbot.llm.factory import model_from_config
+
+    raw, label = checked_llm_config(args, ROLES)
     interaction = model_from_config(raw, "interaction")
-    label = f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
     return DrocModels(interaction, interaction, model_from_config(raw, "correction"), model_from_config(raw, "improvement"), label)
 
 

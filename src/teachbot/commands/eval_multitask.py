@@ -45,19 +45,10 @@ def models(args: argparse.Namespace) -> Any:
         from teachbot.evaluation.multitask_world import multitask_catalog
 
         return MultitaskModels(CoordinatorDouble(multitask_catalog()))
-    from teachbot.commands.eval import _llm, check_endpoint
-    from teachbot.commands.eval_droc import paid_endpoints
-    from teachbot.llm.factory import model_from_config, role_settings
+    from teachbot.commands.eval_droc import checked_llm_config
+    from teachbot.llm.factory import model_from_config
 
-    raw = _llm(args)
-    paid = paid_endpoints(raw, ROLES)
-    if paid and not args.allow_paid:
-        raise ConfigError(f"the models would call a hosted endpoint ({'; '.join(paid)}), which may cost money; pass "
-                          "--allow-paid to run it anyway, point --llm-base-url at a local server, or use --models doubles")
-    for role in ROLES:
-        check_endpoint(raw, role)
-    settings = role_settings(raw, "interaction")
-    label = f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
+    raw, label = checked_llm_config(args, ROLES)
     return MultitaskModels(model_from_config(raw, "interaction"), model_from_config(raw, "task_memory_worker"), label)
 
 
