@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
+import ros_graph
 from teachbot_interfaces.msg import KnowledgeEntry as KnowledgeEntryMsg
 from teachbot_interfaces.msg import MemoryUpdate, ObjectList
 from teachbot_interfaces.srv import AddKnowledge, DescribeObject, Improve, RetrieveKnowledge
@@ -64,54 +63,16 @@ RED, BLUE = (200, 30, 30), (40, 60, 200)
 
 
 def wait_until(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    ros_graph.wait_until(predicate, timeout, what, period=0.05)
 
 
 def call(client, request, timeout=30.0):
-    assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not served"
-    done = threading.Event()
-    future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"{client.srv_name} did not answer"
-    return future.result()
+    return ros_graph.call(client, request, timeout)
 
 
-class Graph:
-    """Nodes spun on one executor thread for one test (as run_nodes does), and a probe node for the calls."""
-
+class Graph(ros_graph.Graph):
     def __init__(self, *nodes, name: str) -> None:
-        self.probe = rclpy.create_node(f"knowledge_probe_{name}")
-        self.nodes = (*nodes, self.probe)
-        self.executor = SingleThreadedExecutor()
-        for node in self.nodes:
-            self.executor.add_node(node)
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-        self.closed = False
-
-    def _spin(self) -> None:
-        # spin_once until told to stop, so the executor is idle before it shuts down (Executor.shutdown destroys its
-        # guard condition at once, and a handler still running in the spin thread would trigger it)
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
-
-    def client(self, kind, name):
-        return self.probe.create_client(kind, name)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._stop.set()
-        self.thread.join(timeout=10.0)
-        self.executor.shutdown(timeout_sec=2.0)
-        for node in self.nodes:
-            getattr(node, "close", lambda: None)()
-            node.destroy_node()
+        super().__init__(*nodes, name=name, prefix="knowledge_probe")
 
 
 @pytest.fixture()

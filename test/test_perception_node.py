@@ -4,11 +4,11 @@ scene-query services, and a console session whose object functions it serves."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
 import rclpy
+import ros_graph
 from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.msg import ObjectList
 from teachbot_interfaces.srv import Detect, QueryScene
@@ -29,10 +29,7 @@ SCENE = """objects:
 
 
 def wait_until(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    ros_graph.wait_until(predicate, timeout, what, period=0.05)
 
 
 class Running:
@@ -60,12 +57,7 @@ class Running:
 
 
 def call(client, request, timeout=20.0):
-    assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not served"
-    done = threading.Event()
-    future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"{client.srv_name} did not answer"
-    return future.result()
+    return ros_graph.call(client, request, timeout)
 
 
 def latest_objects(probe):

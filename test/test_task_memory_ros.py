@@ -13,7 +13,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
+import ros_graph
 from geometry_msgs.msg import Point, Pose, Vector3
 from rclpy.action import ActionServer
-from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.action import HouseholdSkill
 from teachbot_interfaces.msg import DetectedObject, DialogTurn, ObjectList, SkillResult, ThingState, ThingStates, TranscriptUpdate
 from teachbot_interfaces.srv import BeginTask, LogTaskAction, QueryTaskMemory
@@ -71,49 +70,16 @@ def table(**at: str) -> dict[str, ObjectInfo]:
 
 
 def wait_until(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    ros_graph.wait_until(predicate, timeout, what, period=0.02)
 
 
 def call(client, request, timeout=20.0):
-    assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not served"
-    done = threading.Event()
-    future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"{client.srv_name} did not answer"
-    return future.result()
+    return ros_graph.call(client, request, timeout)
 
 
-class Graph:
-    """Nodes spun on one executor thread (as run_nodes does) and a probe node for the calls."""
-
+class Graph(ros_graph.Graph):
     def __init__(self, *nodes, name: str) -> None:
-        self.probe = rclpy.create_node(f"task_memory_probe_{name}")
-        self.nodes = (*nodes, self.probe)
-        self.executor = SingleThreadedExecutor()
-        for node in self.nodes:
-            self.executor.add_node(node)
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-        self.closed = False
-
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._stop.set()
-        self.thread.join(timeout=10.0)
-        self.executor.shutdown(timeout_sec=2.0)
-        for node in self.nodes:
-            getattr(node, "close", lambda: None)()
-            node.destroy_node()
+        super().__init__(*nodes, name=name, prefix="task_memory_probe")
 
 
 class Client:
