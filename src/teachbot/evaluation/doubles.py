@@ -45,6 +45,22 @@ def prompt_examples(prompt: str) -> list[Transcript]:
     return [Transcript.parse("\n".join(line for line in c.splitlines() if not line.startswith("# "))) for c in chunks]
 
 
+def literal_call(source: str) -> tuple[str, list[Any], dict[str, Any]] | None:
+    """``name(args, kwargs)`` of a statement that is one call of a plain name with literal arguments; else None."""
+    try:
+        node = ast.parse(source.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except ValueError:
+        return None
+    return node.func.id, args, kwargs
+
+
 def _said(transcript: Transcript) -> list[tuple[int, str]]:
     """(entry index, words) of every person output, oldest first."""
     return [(i, utterance_text(transcript.entries[i].text)) for i in sorted(person_outputs(transcript.entries))]

@@ -38,7 +38,7 @@ from typing import Any
 from teachbot.console.household_api import SKILL_FUNCTIONS
 from teachbot.console.prompt import CURRENT_HEADER
 from teachbot.console.transcript import Transcript
-from teachbot.evaluation.doubles import _said, current_transcript
+from teachbot.evaluation.doubles import _said, current_transcript, literal_call
 from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, Variant
 from teachbot.knowledge.correction import NOTE_PREFIX, rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
@@ -297,18 +297,8 @@ class CorrectionDouble(ScriptedModel):
 
 
 def _parse_call(source: str) -> tuple[str, str, dict[str, Any]] | None:
-    try:
-        node = ast.parse(source.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        return None
-    try:
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-    except ValueError:
-        return None
-    return node.func.id, str(args[0]) if args else "", kwargs
+    call = literal_call(source)
+    return (call[0], str(call[1][0]) if call[1] else "", call[2]) if call else None
 
 
 def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from teachbot.console.transcript import Transcript, person_outputs, utterance_text
-from teachbot.evaluation.doubles import WAIT, current_transcript
+from teachbot.evaluation.doubles import WAIT, current_transcript, literal_call
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec
 
@@ -302,19 +302,8 @@ def _asked_place(question: str) -> str:
 
 
 def _call(source: str) -> tuple[str, list[Any]] | None:
-    try:
-        node = ast.parse(source.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        return None
-    args = []
-    for arg in node.args:
-        try:
-            args.append(ast.literal_eval(arg))
-        except ValueError:
-            return None
-    return node.func.id, args
+    call = literal_call(source)
+    return (call[0], call[1]) if call else None
 
 
 def _typed(entries: Sequence[Any], prefix: str) -> bool:
