@@ -98,8 +98,8 @@ class TaskMemory:
         return task
 
     # ------------------------------------------------------------------ remembering
-    def run(self, task: str) -> TaskRun:
-        name = self.resolve(task)
+    def run(self, name: str) -> TaskRun:
+        """The run of the task called ``name`` (a canonical name: every caller has resolved it already)."""
         return TaskRun(name, self.specs.get(name), self.store.since_begin(name, first=True), name == self.current())
 
     def working(self, task: str) -> WorkingMemory:
