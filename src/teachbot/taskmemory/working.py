@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.taskmemory.log import ACTION, LogRecord
+from teachbot.taskmemory.log import ACTION, RESUMED, LogRecord
 from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, steps
 
 ACTIVE, PAUSED, DONE, NOT_STARTED = "active", "paused", "done", "not started"
@@ -57,8 +57,6 @@ class TaskRun:
 
     @property
     def instruction(self) -> str:
-        from teachbot.taskmemory.log import RESUMED
-
         first = next((r for r in self.records if r.kind == "begin"), None)
         return first.instruction.removeprefix(RESUMED) if first else ""
 
