@@ -188,13 +188,8 @@ def scenario_the_person_speaking_takes_the_handed_object(household):
         wait_until(lambda: "{'type': 'dialog', 'text': 'thank you'}" in lines, "the words reaching the console")
         assert lines[lines.index(">>> handover_object_to_human()") + 1] == "'success'"
     finally:
-        node.close()
-        household.nodes.remove(node)
-        household.nodes.remove(person)
-        household._executor.remove_node(node)
-        household._executor.remove_node(person)
-        node.destroy_node()
-        person.destroy_node()
+        household.remove_node(node)  # closes it
+        household.remove_node(person)
 
 
 def scenario_perception_of_the_kitchen(household):
@@ -267,9 +262,7 @@ def scenario_perception_of_the_kitchen(household):
         right = ask(query, QueryScene.Request(query="relation", relation="right_of", subject="red cup", object="apple juice"))
         assert right.success and right.holds  # as the robot facing the counter sees them
     finally:
-        household.nodes.remove(probe)
-        household._executor.remove_node(probe)
-        probe.destroy_node()
+        household.remove_node(probe)
 
 
 SCENARIOS = (scenario_perception_of_the_kitchen,

@@ -299,10 +299,7 @@ def scenario_the_console_checks_before_it_acts(household, probe):
         answer = lines[lines.index(">>> check_action(\"grasp('apple')\")") + 1]
         assert answer.startswith("{'final_response': 'none'"), lines
     finally:
-        console.close()
-        household.nodes.remove(console)
-        household._executor.remove_node(console)
-        console.destroy_node()
+        household.remove_node(console)  # closes it
 
 
 SCENARIOS = (scenario_perception_serves_the_six_tools,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -116,6 +117,32 @@ class InProcessStack:
         self.nodes.append(node)
         if self._executor is not None:
             self._executor.add_node(node)
+
+    def remove_node(self, node: Any, timeout: float = 10.0) -> None:
+        """Stop spinning ``node``, close it and destroy it, without racing the executor thread.
+
+        rclpy's executor gathers a node's entities before it waits on them: a node destroyed from another
+        thread in between makes the spin thread raise ``InvalidHandle`` and the whole stack stops. So the
+        removal runs as a task on the executor, and the node is destroyed only after a second task has
+        run, which the executor takes up only at the top of a pass that no longer lists the node.
+        """
+        executor = self._executor
+        if executor is not None and self._thread is not None and self._thread.is_alive():
+            for step in (lambda: executor.remove_node(node), lambda: None):
+                task = executor.create_task(step)
+                deadline = time.monotonic() + timeout
+                while not task.done():
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the stack's executor did not let go of {node.get_name()!r} within {timeout:.0f} s")
+                    time.sleep(0.01)
+        elif executor is not None:
+            executor.remove_node(node)
+        if node in self.nodes:
+            self.nodes.remove(node)
+        close = getattr(node, "close", None)
+        if close:
+            close()
+        node.destroy_node()
 
     def node(self, name: str) -> Any:
         """The running node of this name; KeyError if there is none."""
