@@ -200,3 +200,104 @@ def test_robot_functions_fail_at_once_when_their_nodes_are_missing(ros_context):
     assert lines[3] == "NotAvailableError: no object list has arrived on /lonely/objects; start the perception (or sim) node"
     assert lines[5].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
     assert lines[7].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node is not running")
+
+
+# ----------------------------------------------------------------------------- the emergency stop from the chat client
+
+
+def test_chat_lines_are_commands_or_words_for_the_robot():
+    from teachbot.chat import handle_line
+
+    words, stops, shown = [], [], []
+    for line in ("  put the red block in the blue bowl \n", "\n", "/STOP", "/resume", "/help", "/stop please"):
+        handle_line(line, words.append, stops.append, shown.append, "/panda/emergency_stop")
+    assert words == ["put the red block in the blue bowl", "/stop please"]
+    assert stops == [True, False]
+    assert shown[0].startswith("EMERGENCY STOP sent on /panda/emergency_stop") and "/resume releases it" in shown[0]
+    assert shown[1].startswith("emergency stop released on /panda/emergency_stop")
+    assert all(command in shown[2] for command in ("/stop", "/resume", "/help"))
+
+
+def test_chat_stop_and_resume_publish_on_the_emergency_stop_topic(ros_context):
+    from std_msgs.msg import Bool
+
+    from teachbot.chat import line_handler
+
+    chat = rclpy.create_node("chat", namespace="/chat_estop")
+    listener = rclpy.create_node("skills_listener", namespace="/chat_estop")
+    stops, words, shown = [], [], []
+    listener.create_subscription(Bool, "/chat_estop/emergency_stop", lambda m: stops.append(m.data), COMMAND_QOS)
+    listener.create_subscription(DialogTurn, "dialog/user", lambda m: words.append(m.text), COMMAND_QOS)
+    type_line = line_handler(chat, "/chat_estop/emergency_stop", shown.append)
+    executor = SingleThreadedExecutor()
+    executor.add_node(chat)
+    executor.add_node(listener)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: chat.count_subscribers("/chat_estop/emergency_stop") and chat.count_subscribers("dialog/user"),
+                   what="the listener's subscriptions")
+        type_line("/stop\n")
+        wait_until(lambda: stops == [True], what="True on the emergency stop topic")
+        type_line("hello robot\n")
+        type_line("/resume\n")
+        wait_until(lambda: stops == [True, False] and words == ["hello robot"], what="False, and the words on dialog/user")
+        assert "EMERGENCY STOP sent on /chat_estop/emergency_stop" in shown[0]
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=2.0)
+        chat.destroy_node()
+        listener.destroy_node()
+
+
+def test_the_emergency_stop_cancels_says_so_once_and_refuses_robot_calls_until_released(ros_context):
+    """/stop typed in the chat client: the interaction manager cancels the goals in flight, says once that it
+    stopped, and the console's robot calls fail with how to release the stop; after /resume they go to the skills
+    again (none run in this namespace: the call then fails as not available)."""
+    from teachbot.chat import line_handler
+
+    call = "put_first_on_second('red block', 'blue bowl')"
+    model = ScriptedModel([call, "wait_for_trigger()", call, "wait_for_trigger()"])
+    node = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), namespace="/estop",
+                                  objects_topic="/estop/objects", emergency_stop_topic="/estop/emergency_stop",
+                                  dialog_timeout=30.0)
+    cancels = []
+    node.skills.cancel_all = lambda *args, **kwargs: cancels.append(threading.current_thread().name) or []
+    chat = rclpy.create_node("chat", namespace="/estop")
+    heard = []
+    chat.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append(m.text), COMMAND_QOS)
+    type_line = line_handler(chat, "/estop/emergency_stop", lambda _text: None)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    executor.add_node(chat)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: chat.count_subscribers("/estop/emergency_stop") and chat.count_subscribers("/estop/dialog/user"),
+                   what="the node's subscriptions")
+        type_line("/stop")
+        wait_until(lambda: node.estop.engaged and heard and cancels, what="the stop, the robot's words and the cancel")
+        type_line("/stop")  # pressed again: already stopped, nothing more is said or cancelled
+        type_line("put the red block in the blue bowl")
+        wait_until(lambda: model.served >= 2, what="the statements after the words")
+        assert heard == ["I stopped: the emergency stop was pressed. I will not move until it is released."]
+        assert cancels == ["estop-cancel"]  # on a thread of its own: the cancels' answers need the executor
+        lines = node.session.transcript.render().splitlines()
+        assert lines[2:4] == [f">>> {call}", (
+            "EmergencyStopError: the emergency stop is active, so put_first_on_second did not start; the person releases "
+            "it with /resume in teachbot chat (or by publishing false on /estop/emergency_stop); wait for them with "
+            "wait_for_trigger()")]
+        type_line("/resume")
+        wait_until(lambda: not node.estop.engaged, what="the release")
+        type_line("try again")
+        wait_until(lambda: model.served >= 4, what="the statements after the release")
+        lines = node.session.transcript.render().splitlines()
+        assert lines[4:7] == [">>> wait_for_trigger()", "{'type': 'dialog', 'text': 'try again'}", f">>> {call}"]
+        assert lines[7].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
+        assert len(heard) == 1 and len(cancels) == 1
+    finally:
+        executor.shutdown(timeout_sec=2.0)  # first: closing the node destroys action clients the spin thread waits on
+        thread.join(timeout=2.0)
+        node.close()
+        node.destroy_node()
+        chat.destroy_node()

@@ -12,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     chat = sub.add_parser("chat", help="talk to the robot from this terminal (needs a running interaction manager)")
     chat.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID the robot runs on (printed by teachbot sim)")
     chat.add_argument("--quiet", action="store_true", help="do not print the console transcript, only the dialog")
+    chat.add_argument("--robot", default="panda_sim",
+                      help="robot profile (config/robots/<name>.yaml) whose emergency stop topic /stop and /resume use")
     chat.set_defaults(func=run, own_env=True)
 
 

@@ -1,7 +1,8 @@
 """ROS 2 node ``interaction_manager``: the console (teachbot.interaction) with the robot API proxied to the other nodes.
 
 In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml (perception/objects),
-     improvement/completions (for the episode's token and cost account).
+     improvement/completions (for the episode's token and cost account), the emergency stop (std_msgs/Bool:
+     true cancels the goals in flight and refuses robot calls until false).
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
      interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session).
 Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's examples and
@@ -20,11 +21,13 @@ from typing import Any
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
+from std_msgs.msg import Bool
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, ThingStates, TranscriptUpdate
 from teachbot_interfaces.srv import DescribeObject, Improve, RetrieveExamples, RetrieveKnowledge
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.dialog import DialogChannel
+from teachbot.console.emergency_stop import EmergencyStop
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.registry import NotAvailableError, RobotApi
@@ -100,14 +103,18 @@ class InteractionManagerNode(Node):
         self._states: dict[str, dict[str, Any]] = {}
         self._places: dict[str, str] = {}  # household thing -> the place it stands at (list_objects(location))
         self._things: dict[str, tuple[str, str, bool]] = {}  # household thing -> (type, place, held), for the task memory
+        robot = RobotProfile.load(str(cfg.get("robot_profile", "household_sim" if api.profile == "household" else "panda_sim")))
+        self.estop = EmergencyStop(str(cfg.get("emergency_stop_topic") or robot.topics["emergency_stop"]))
+        self.create_subscription(Bool, self.estop.topic, self.on_emergency_stop, COMMAND_QOS)
         if api.profile == "household":
-            self.skills = SkillClient(self, profile=RobotProfile.load(str(cfg.get("robot_profile", "household_sim"))))
+            self.skills = SkillClient(self, profile=robot)
             self.create_subscription(ThingStates, str(cfg.get("states_topic", "/sim/states")), self.on_states, LATCHED_QOS)
-            implementations = HouseholdRobot(_TimedSkills(self.skills, self.skill_timeout), lambda: list(self._current_objects()),
+            implementations = HouseholdRobot(_TimedSkills(self.skills, self.skill_timeout, self.estop),
+                                             lambda: list(self._current_objects()),
                                              lambda: dict(self._states), self.dialog, where=lambda: dict(self._places)).functions()
         else:
             self.skills = SkillClient(self)
-            implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout), self._current_objects,
+            implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout, self.estop), self._current_objects,
                                             self.dialog).functions()
         # check_action() and the guard before physical functions: the issue_detection node (config/raider.yaml)
         raider = RaiderConfig.load()
@@ -252,6 +259,23 @@ class InteractionManagerNode(Node):
             self.get_logger().info("the person spoke during a handover: letting go")
             self.skills.release_handover_async()
         self.dialog.put_user(msg.text)
+
+    def on_emergency_stop(self, msg: Bool) -> None:
+        """True: cancel the goals in flight and say so once; robot calls are refused until False."""
+        if not self.estop.update(bool(msg.data)):
+            if not msg.data:
+                self.get_logger().info(f"emergency stop released on {self.estop.topic}")
+            return
+        self.get_logger().warning(f"emergency stop on {self.estop.topic}: cancelling the goals in flight")
+        self._say(self.estop.announcement)
+        # the cancels' answers arrive through this node's executor: never wait for them in its callback
+        threading.Thread(target=self._cancel_goals, daemon=True, name="estop-cancel").start()
+
+    def _cancel_goals(self) -> None:
+        try:
+            self.skills.cancel_all()
+        except Exception as exc:  # noqa: BLE001 - the skills node halts on the same topic; say what failed here
+            self.get_logger().error(f"emergency stop: cancelling the goals in flight failed: {type(exc).__name__}: {exc}")
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
@@ -416,12 +440,13 @@ class _LocalKnowledgeBase:
 
 
 class _TimedSkills:
-    """The SkillClient with the configured per-call timeout."""
+    """The SkillClient with the configured per-call timeout, refusing every call while the emergency stop is engaged."""
 
-    def __init__(self, client: SkillClient, timeout: float) -> None:
-        self.client, self.timeout = client, timeout
+    def __init__(self, client: SkillClient, timeout: float, stop: EmergencyStop) -> None:
+        self.client, self.timeout, self.stop = client, timeout, stop
 
     def call(self, name: str, timeout: float = 0.0, **fields: Any) -> Any:
+        self.stop.check(name)
         return self.client.call(name, timeout=timeout or self.timeout, **fields)
 
 
