@@ -99,6 +99,13 @@ class ControllerError(TeachbotError):
     code = ErrorCode.CONTROLLER_ERROR
 
 
+class MotionNotApproved(TeachbotError):  # the console shows the class name: "MotionNotApproved: ..."
+    """The person did not approve a motion (config/approval.yaml); it never started. The message holds the
+    statement and what the person said instead of yes."""
+
+    code = ErrorCode.CANCELED
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from teachbot.console.approval import ApprovalGate
 from teachbot.console.budget import PromptTooLong, TokenBudget
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import ExampleSource, PromptBuilder
@@ -39,6 +40,7 @@ class CoreConfig:
     learn_deadline: float = 120.0  # seconds for the whole improvement chain
     context_tokens: int = 0  # the interaction model's context (0: no limit)
     reserve_tokens: int = 256  # kept free for its reply
+    approval: str = "approval"  # the approval gate's config (config/approval.yaml, a path), or "none"
 
     @classmethod
     def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
@@ -48,6 +50,7 @@ class CoreConfig:
             learn_deadline=float((learning or {}).get("deadline", 120.0)),
             context_tokens=int(interaction.get("context_tokens", 0)),
             reserve_tokens=int(interaction.get("reserve_tokens", 256)),
+            approval=str(interaction.get("approval", "approval")),
         )
 
 
@@ -104,6 +107,9 @@ class InteractionCore:
             if add is not None:
                 add(self._listener(role, each))
         functions = knowledge.wrap(robot_functions) if knowledge is not None else dict(robot_functions)
+        # motions the person must approve ask in this process: the sandbox worker only holds their names
+        self.approval = ApprovalGate.load(self.config.approval, api, dialog, log)
+        functions = self.approval.wrap(functions) if self.approval is not None else functions
         functions["learn_from_interaction"] = self.learn_from_interaction
         self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill)
         self.episode_id = ""

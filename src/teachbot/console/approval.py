@@ -1,0 +1,345 @@
+"""The approval gate for motion: a person approves a robot motion before it starts (config/approval.yaml).
+
+Each motion function of a profile has a rule: ``never`` runs at once, ``always`` asks, ``{outside: zone}``
+asks when a target of the call lies outside the zone or when where it lies cannot be told (fail safe). The
+question goes through the dialog with the statement as the LLM wrote it (wording: prompts/safety.yaml);
+only a clear yes (config ``approve``) lets the motion start, anything else or no answer raises
+:class:`~teachbot.errors.MotionNotApproved` carrying the person's words. ROS-free.
+
+The wrappers replace the parent process's implementations, the functions the sandbox dispatches to; the
+sandbox worker only holds names, so console code cannot reach around the gate.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.console.dialog import DialogChannel
+from teachbot.console.emergency_stop import safety_texts
+from teachbot.console.issue_guard import call_text
+from teachbot.console.registry import RobotApi
+from teachbot.errors import ConfigError, MotionNotApproved
+
+NEVER, ALWAYS, OUTSIDE = "never", "always", "outside"
+NO_GATE = ("", "none", "off")  # config/interaction.yaml `approval:` values that turn the gate off
+
+
+@dataclass(frozen=True)
+class BoxZone:
+    """An axis-aligned box in the profile's frame; z is checked only on a target with a height."""
+
+    name: str
+    x: tuple[float, float]
+    y: tuple[float, float]
+    z: tuple[float, float] | None = None
+
+    def contains(self, position: Sequence[float]) -> bool:
+        inside = self.x[0] <= position[0] <= self.x[1] and self.y[0] <= position[1] <= self.y[1]
+        if self.z is not None and len(position) > 2:
+            inside = inside and self.z[0] <= position[2] <= self.z[1]
+        return inside
+
+
+@dataclass(frozen=True)
+class PlaceZone:
+    """Named places: a target is inside when it is one of them or an object at one of them."""
+
+    name: str
+    places: tuple[str, ...]
+
+
+Zone = BoxZone | PlaceZone
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When a motion asks: ``never``, ``always``, or ``outside`` its ``zone``."""
+
+    confirm: str
+    zone: Zone | None = None
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """A declared signature's parameters: positional names in order, and the literal defaults."""
+
+    positional: tuple[str, ...]
+    names: frozenset[str]
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, signature: str) -> Parameters:
+        """From a config/robot_api signature such as ``(obj_name: str, target: str, **params: float) -> str``."""
+        a = cast(ast.FunctionDef, ast.parse(f"def _{signature}: pass").body[0]).args
+        positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+        defaults: dict[str, Any] = {}
+        for param, default in zip(positional[len(positional) - len(a.defaults):], a.defaults):
+            defaults[param] = _literal(default)
+        for param, default in zip(a.kwonlyargs, a.kw_defaults):
+            if default is not None:
+                defaults[param.arg] = _literal(default)
+        return cls(tuple(positional), frozenset(positional) | {p.arg for p in a.kwonlyargs}, defaults)
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The call's value of each parameter it gives or defaults (leniently: the function checks the call)."""
+        values = dict(self.defaults)
+        values.update(zip(self.positional, args))
+        values.update({k: v for k, v in kwargs.items() if k in self.names})
+        return values
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class ApprovalConfig:
+    """One profile's section of config/approval.yaml, checked against the profile's robot API."""
+
+    profile: str
+    rules: Mapping[str, Rule]  # every motion of the profile
+    targets: Mapping[str, tuple[str, ...]]  # motion -> the arguments that say where it goes
+    parameters: Mapping[str, Parameters]  # motion -> its declared parameters
+    approve: frozenset[str]
+    wording: Mapping[str, str]
+    position_of: str = ""
+    objects_at: str = ""
+
+    @classmethod
+    def load(cls, name_or_path: str, api: RobotApi, wording: Mapping[str, str] | None = None) -> ApprovalConfig:
+        """The section of ``api.profile`` in config/approval.yaml (or a path); errors name the file and the key."""
+        path = resolve_config(name_or_path)
+        return cls.from_raw(load_yaml(path), api, str(path), wording)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any], api: RobotApi, source: str,
+                 wording: Mapping[str, str] | None = None) -> ApprovalConfig:
+        def fail(key: str, problem: str) -> ConfigError:
+            return ConfigError(f"{source}: {key}: {problem}")
+
+        approve = raw.get("approve")
+        if not isinstance(approve, list) or not approve or not all(isinstance(w, str) and _words(w) for w in approve):
+            raise fail("approve", f"must be a non-empty list of quoted words (YAML reads a bare yes as true), got {approve!r}")
+        profiles = raw.get("profiles")
+        if not isinstance(profiles, Mapping) or not isinstance(profiles.get(api.profile), Mapping):
+            raise fail(f"profiles.{api.profile}", "missing: the gate needs a section for this robot API profile")
+        key = f"profiles.{api.profile}"
+        section = profiles[api.profile]
+        declared = {f.name: f for f in api.functions}
+        lookups = {}
+        for name in ("position_of", "objects_at"):
+            value = section.get(name, "")
+            if not isinstance(value, str) or (value and value not in declared):
+                raise fail(f"{key}.{name}", f"{value!r} is not a function of config/robot_api/{api.profile}.yaml")
+            lookups[name] = value
+        zones = _zones(section.get("zones", {}) or {}, f"{key}.zones", fail)
+        motions = section.get("motions")
+        if not isinstance(motions, Mapping) or not motions:
+            raise fail(f"{key}.motions", "must map each motion function to the list of its target arguments")
+        targets, parameters = {}, {}
+        for name, args in motions.items():
+            if name not in declared:
+                raise fail(f"{key}.motions.{name}", f"not a function of config/robot_api/{api.profile}.yaml")
+            try:
+                parameters[name] = Parameters.parse(declared[name].signature)
+            except SyntaxError:
+                raise fail(f"{key}.motions.{name}", f"its declared signature {declared[name].signature!r} does not parse") from None
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise fail(f"{key}.motions.{name}", f"must be a list of argument names, got {args!r}")
+            unknown = [a for a in args if a not in parameters[name].names]
+            if unknown:
+                raise fail(f"{key}.motions.{name}", f"{unknown} are not parameters of {name}{declared[name].signature}")
+            targets[name] = tuple(args)
+        default = _rule(section.get("default", NEVER), zones, f"{key}.default", fail)
+        own = section.get("rules", {}) or {}
+        if not isinstance(own, Mapping):
+            raise fail(f"{key}.rules", f"must map motion functions to rules, got {own!r}")
+        for name in own:
+            if name not in targets:
+                raise fail(f"{key}.rules.{name}", "not a motion; declare it under motions with its target arguments first")
+        rules = {name: _rule(own[name], zones, f"{key}.rules.{name}", fail) if name in own else default for name in targets}
+        if wording is None:
+            wording = load_wording()
+        return cls(api.profile, rules, targets, parameters, frozenset(_words(w) for w in approve), wording, **lookups)
+
+
+def load_wording() -> dict[str, str]:
+    """The ``approval:`` texts of prompts/safety.yaml."""
+    return safety_texts("approval", ("question", "outside", "unknown", "no_target", "refused", "no_answer"))
+
+
+def _zones(raw: Any, key: str, fail: Callable[[str, str], ConfigError]) -> dict[str, Zone]:
+    if not isinstance(raw, Mapping):
+        raise fail(key, f"must map zone names to a box {{x, y, z}} or {{places: [...]}}, got {raw!r}")
+    zones: dict[str, Zone] = {}
+    for name, spec in raw.items():
+        where = f"{key}.{name}"
+        if isinstance(spec, Mapping) and set(spec) == {"places"}:
+            zones[name] = PlaceZone(str(name), _places(spec["places"], where, fail))
+        elif isinstance(spec, Mapping) and {"x", "y"} <= set(spec) <= {"x", "y", "z"}:
+            zones[name] = BoxZone(str(name), *(_range(spec[a], f"{where}.{a}", fail) for a in ("x", "y")),
+                                  _range(spec["z"], f"{where}.z", fail) if "z" in spec else None)
+        else:
+            raise fail(where, f"a zone is a box {{x: [min, max], y: [min, max], z: [min, max]}} (z optional) or {{places: [...]}}, "
+                              f"got {spec!r}")
+    return zones
+
+
+def _range(value: Any, key: str, fail: Callable[[str, str], ConfigError]) -> tuple[float, float]:
+    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            or value[0] > value[1]):
+        raise fail(key, f"must be [min, max] in metres, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _places(value: Any, key: str, fail: Callable[[str, str], ConfigError]) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and p for p in value):
+        raise fail(key, f"must be a non-empty list of place names, got {value!r}")
+    return tuple(value)
+
+
+def _rule(raw: Any, zones: Mapping[str, Zone], key: str, fail: Callable[[str, str], ConfigError]) -> Rule:
+    if raw in (NEVER, ALWAYS):
+        return Rule(raw)
+    if isinstance(raw, Mapping) and set(raw) == {OUTSIDE}:
+        zone = raw[OUTSIDE]
+        if isinstance(zone, list):  # an inline list of places
+            places = _places(zone, f"{key}.{OUTSIDE}", fail)
+            return Rule(OUTSIDE, PlaceZone(" or ".join(places), places))
+        if isinstance(zone, str) and zone in zones:
+            return Rule(OUTSIDE, zones[zone])
+        raise fail(f"{key}.{OUTSIDE}", f"unknown zone {zone!r}; known: {sorted(zones)} (or a list of places)")
+    raise fail(key, f"must be never, always or {{outside: <zone>}}, got {raw!r}")
+
+
+def _words(text: str) -> str:
+    """An answer as compared with the approve list: lower-case words without punctuation."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+class _Unknown(Exception):  # noqa: N818 - internal: where a target lies cannot be told, and why
+    pass
+
+
+class ApprovalGate:
+    """Wraps a console's robot functions so that motions with a rule ask the person first."""
+
+    def __init__(self, config: ApprovalConfig, dialog: DialogChannel, log: Callable[[str], None] = lambda _line: None) -> None:
+        self.config, self.dialog, self.log = config, dialog, log
+        self._functions: Mapping[str, Callable[..., Any]] = {}
+
+    @classmethod
+    def load(cls, setting: str, api: RobotApi, dialog: DialogChannel,
+             log: Callable[[str], None] = lambda _line: None) -> ApprovalGate | None:
+        """The gate that config/interaction.yaml ``approval:`` names (a file under config/ or a path); None for ``none``."""
+        if setting.strip().lower() in NO_GATE:
+            return None
+        return cls(ApprovalConfig.load(setting, api), dialog, log)
+
+    def wrap(self, functions: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+        """``functions`` with every motion whose rule is not ``never`` asking first (the rest unchanged)."""
+        self._functions = dict(functions)  # the lookups (get_obj_pos, list_objects) are these implementations
+        out = dict(functions)
+        for name, rule in self.config.rules.items():
+            if rule.confirm != NEVER and name in functions:
+                out[name] = self._gated(name, functions[name])
+        return out
+
+    def _gated(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            reason = self.reason(name, args, kwargs)
+            if reason is not None:
+                self.approve(call_text(name, args, kwargs), reason)
+            return fn(*args, **kwargs)
+
+        return gated
+
+    def reason(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """Why this call needs approval (the question's middle, '' for ``always``), or None when it may run at once."""
+        rule, texts = self.config.rules[name], self.config.wording
+        if rule.confirm == NEVER:
+            return None
+        if rule.confirm == ALWAYS or rule.zone is None:
+            return ""
+        values = self.config.parameters[name].bind(args, kwargs)
+        targets = self.config.targets[name]
+        if not targets:
+            return texts["no_target"].format(zone=rule.zone.name)
+        for arg in targets:
+            value = values.get(arg)
+            what = repr(value) if arg in values else arg
+            try:
+                if arg not in values:
+                    raise _Unknown("the call does not give it")
+                inside, where = self._inside(rule.zone, value)
+            except _Unknown as exc:
+                return texts["unknown"].format(what=what, zone=rule.zone.name, why=str(exc))
+            if not inside:
+                return texts["outside"].format(what=what, where=where, zone=rule.zone.name)
+        return None
+
+    def approve(self, call: str, reason: str) -> None:
+        """Ask the person; returns on a clear yes, raises MotionNotApproved otherwise (TimeoutError: no answer)."""
+        texts = self.config.wording
+        question = texts["question"].format(call=call, reason=reason)
+        try:
+            answer = self.dialog.ask(question)
+        except TimeoutError:
+            raise MotionNotApproved(texts["no_answer"].format(call=call, timeout=self.dialog.timeout)) from None
+        said = str(answer.get("text", "")) if isinstance(answer, Mapping) else str(answer)
+        if _words(said) in self.config.approve:
+            self.log(f"approved by the person: {call}")
+            return
+        raise MotionNotApproved(texts["refused"].format(call=call, answer=said))
+
+    # ------------------------------------------------------------------ where a target lies
+    def _inside(self, zone: Zone, value: Any) -> tuple[bool, str]:
+        """(whether ``value`` lies inside ``zone``, where it lies as text); _Unknown when that cannot be told."""
+        if isinstance(zone, BoxZone):
+            position = self._position(value)
+            return zone.contains(position), f" at {[round(v, 3) for v in position]}"
+        if not isinstance(value, str):
+            raise _Unknown(f"{zone.name} is a list of places, and {value!r} names none")
+        if value in zone.places:
+            return True, ""
+        lookup = self._lookup(self.config.objects_at, "objects_at")
+        for place in zone.places:
+            try:
+                if value in lookup(place):
+                    return True, ""
+            except Exception as exc:  # noqa: BLE001 - any failure to locate is an unknown target: ask
+                raise _Unknown(f"{self.config.objects_at}({place!r}) failed: {exc}") from None
+        return False, ""
+
+    def _position(self, value: Any) -> list[float]:
+        if isinstance(value, (list, tuple)) and len(value) in (2, 3) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return [float(v) for v in value]
+        if not isinstance(value, str):
+            raise _Unknown(f"{value!r} is neither a name nor a position")
+        lookup = self._lookup(self.config.position_of, "position_of")
+        try:
+            position = lookup(value)
+        except Exception as exc:  # noqa: BLE001 - an unknown name or no object list yet: ask
+            raise _Unknown(f"{self.config.position_of}({value!r}) failed: {exc}") from None
+        if isinstance(position, (list, tuple)) and len(position) >= 2:
+            try:
+                return [float(v) for v in position[:3]]
+            except (TypeError, ValueError):
+                pass
+        raise _Unknown(f"{self.config.position_of}({value!r}) gave {position!r}")
+
+    def _lookup(self, name: str, key: str) -> Callable[..., Any]:
+        if not name or name not in self._functions:
+            raise _Unknown(f"config/approval.yaml profiles.{self.config.profile}.{key} names no function of this console")
+        return self._functions[name]
