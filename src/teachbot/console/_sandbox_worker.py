@@ -2,6 +2,9 @@
 with the parent (teachbot.console.sandbox imports this module; it uses only the standard library).
 
 Started as ``python -I -S _sandbox_worker.py RFD WFD``. Layers, outermost first:
+0. the OS layer (teachbot.console.os_layer, config/sandbox.yaml ``isolation:``): bubblewrap namespaces
+   around the process where available, and a seccomp allow-list of system calls that it loads last
+   in its setup (teachbot/console/_sandbox_seccomp.py): no files, sockets, processes or signals;
 1. its own process: uid nobody (when started by root), rlimits on memory, CPU, processes, files
    and file descriptors, an empty environment, a deleted working directory, and the parent's wall
    clock that SIGKILLs it;
@@ -267,8 +270,28 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     raise _violation(_AUDIT_TOPICS.get(event.split(".")[0], f"the operation '{event}'"))
 
 
-def harden(rfd: int, wfd: int, memory_mb: int) -> dict[str, Any]:
-    """Move the pipe to fds 3/4, drop root, and set rlimits; returns what was applied."""
+def _seccomp_filter() -> Any:
+    """The seccomp filter of _sandbox_seccomp.py beside this file, built (not loaded); by path, as -I -S puts no package on sys.path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_seccomp.py")
+    spec = importlib.util.spec_from_file_location("_sandbox_seccomp", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Filter()
+
+
+def harden(rfd: int, wfd: int, memory_mb: int, seccomp: bool = False) -> dict[str, Any]:
+    """Move the pipe to fds 3/4, drop root, set rlimits, and last load the seccomp filter; returns what was applied."""
+    report: dict[str, Any] = {}
+    seccomp_filter = None
+    if seccomp:  # built while files can still be opened (the library, the module); loaded at the end
+        try:
+            seccomp_filter = _seccomp_filter()
+        except (OSError, ImportError, AttributeError) as exc:
+            report["seccomp_error"] = str(exc)
     r, w = os.dup(rfd), os.dup(wfd)
     os.dup2(r, 3)
     os.dup2(w, 4)
@@ -277,7 +300,6 @@ def harden(rfd: int, wfd: int, memory_mb: int) -> dict[str, Any]:
     os.chdir(empty)
     os.rmdir(empty)  # the working directory no longer exists: nothing can be created relative to it
     os.environ.clear()
-    report: dict[str, Any] = {}
     if os.geteuid() == 0:
         try:
             os.setgroups([])
@@ -290,6 +312,12 @@ def harden(rfd: int, wfd: int, memory_mb: int) -> dict[str, Any]:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
     report.update(uid=os.getuid(), gid=os.getgid(), rlimits=limits)
+    if seccomp_filter is not None:
+        try:
+            seccomp_filter.load()
+            report["seccomp"] = True
+        except OSError as exc:
+            report["seccomp_error"] = str(exc)
     return report
 
 
@@ -559,7 +587,7 @@ def main(argv: list[str]) -> None:
     """Entry point: read the init message, harden the process, say ready, then serve requests."""
     init = json.loads(read_frame(int(argv[1])))
     limits = init["limits"]
-    report = harden(int(argv[1]), int(argv[2]), int(limits["memory_mb"]))
+    report = harden(int(argv[1]), int(argv[2]), int(limits["memory_mb"]), seccomp=init.get("seccomp") is True)
     worker = Worker(3, 4, list(init["api"]), limits)
     warnings.simplefilter("ignore")
     for codec in ("ascii", "latin-1", "utf-16", "utf-32"):

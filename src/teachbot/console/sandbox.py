@@ -2,7 +2,9 @@
 
 The parent (this module) checks the source against the AST policy, sends it over a pipe to a worker
 started with ``python -I -S`` (teachbot/console/_sandbox_worker.py, which drops to uid nobody and sets
-rlimits), and answers the worker's robot API calls: only registered names, only plain data, as
+rlimits) inside the OS layer that config/sandbox.yaml's ``isolation:`` asks for (teachbot.console.os_layer:
+bubblewrap namespaces, a seccomp filter),
+and answers the worker's robot API calls: only registered names, only plain data, as
 length-prefixed JSON; nothing from the worker is ever unpickled, and every frame from it is treated
 as hostile. The parent's wall clock runs for the whole snippet except the time spent inside robot API
 calls and SIGKILLs the worker on overrun (RLIMIT_CPU and RLIMIT_AS kill it from inside); then
@@ -20,7 +22,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -42,6 +43,7 @@ from teachbot.console._sandbox_worker import (
     error_line,
     pack,
 )
+from teachbot.console.os_layer import IsolationConfig, SandboxIsolationError, plan
 from teachbot.errors import ConfigError
 
 __all__ = ["CONSOLE_BUILTINS", "RunResult", "SandboxExecutor", "SandboxLimits", "SandboxViolation"]
@@ -143,15 +145,12 @@ def _reap(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
 class _Worker:
     """One worker process and the parent's non-blocking ends of its two pipes."""
 
-    def __init__(self, api_names: list[str], limits: SandboxLimits) -> None:
+    def __init__(self, api_names: list[str], limits: SandboxLimits, isolation: IsolationConfig) -> None:
+        os_plan = plan(isolation)  # SandboxIsolationError before anything starts when no required layer is available
         child_r, self.wfd = os.pipe()
         self.rfd, child_w = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(WORKER_SCRIPT), str(child_r), str(child_w)],
-                pass_fds=(child_r, child_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env={}, start_new_session=True,
-            )
+            self.proc = os_plan.spawn(str(WORKER_SCRIPT), [str(child_r), str(child_w)], (child_r, child_w))
         except BaseException:
             os.close(self.rfd)
             os.close(self.wfd)
@@ -164,7 +163,8 @@ class _Worker:
         self.buffer = bytearray()
         self.finalizer = weakref.finalize(self, _reap, self.proc, (self.rfd, self.wfd))
         try:
-            self.send({"op": "init", "api": api_names, "limits": {f.name: getattr(limits, f.name) for f in fields(limits)}})
+            self.send({"op": "init", "api": api_names, "limits": {f.name: getattr(limits, f.name) for f in fields(limits)},
+                       "seccomp": os_plan.seccomp})
             self.info = self.recv(_Budget(STARTUP_TIMEOUT))
         except _Lost as lost:
             self.close()
@@ -174,6 +174,15 @@ class _Worker:
             raise RuntimeError("the sandbox worker did not start (unexpected greeting)")
         if "setuid_error" in self.info:
             _log.warning("sandbox worker runs as root (could not switch to nobody: %s)", self.info["setuid_error"])
+        try:
+            self.info["os_layers"] = os_plan.applied(self.info)
+        except SandboxIsolationError:
+            self.close()
+            raise
+        if os_plan.seccomp and "seccomp" not in self.info["os_layers"]:
+            _log.warning("sandbox worker runs without its seccomp filter: %s", self.info.get("seccomp_error", "not reported"))
+        if not self.info["os_layers"]:
+            _log.warning("sandbox worker runs without an OS layer (isolation.allow_no_os_layer: true)")
 
     def send(self, message: dict[str, Any]) -> None:
         view = memoryview(pack(message))
@@ -272,25 +281,28 @@ class SandboxExecutor:
     """Runs console snippets in a persistent namespace inside a sandbox worker; the robot API stays in the parent."""
 
     def __init__(
-        self, api: Mapping[str, Callable[..., Any]], limits: SandboxLimits = SandboxLimits(), on_kill: Callable[[], None] | None = None
+        self, api: Mapping[str, Callable[..., Any]], limits: SandboxLimits = SandboxLimits(), on_kill: Callable[[], None] | None = None,
+        *, isolation_config: IsolationConfig | None = None,
     ) -> None:
+        """``isolation_config`` (default: config/sandbox.yaml's ``isolation:``) picks the OS layer around the worker."""
         for name in api:
             if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or keyword.iskeyword(name):
                 raise ValueError(f"robot API name {name!r} must be a public Python identifier")
         self._api = dict(api)
         self.limits = limits
         self._on_kill = on_kill
+        self._isolation_config = isolation_config or IsolationConfig.deployed()
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._defs: list[str] = []
         self._state: dict[str, str] = {}
         self._names: set[str] = set()
         self._closed = False
-        self._worker: _Worker | None = _Worker(sorted(self._api), limits)
+        self._worker: _Worker | None = _Worker(sorted(self._api), limits, self._isolation_config)
 
     @property
     def isolation(self) -> dict[str, Any]:
-        """What the current worker applied to itself (uid, rlimits), for logs and tests."""
+        """What the current worker applied to itself (uid, rlimits, seccomp) and ``os_layers``, for logs and tests."""
         return dict(self._worker.info) if self._worker else {}
 
     @contextmanager
@@ -470,7 +482,7 @@ class SandboxExecutor:
         before = set(self._names)
         self._worker = None
         try:
-            self._worker = _Worker(sorted(self._api), self.limits)
+            self._worker = _Worker(sorted(self._api), self.limits, self._isolation_config)
         except (RuntimeError, OSError) as exc:
             return f"; the sandbox could not be restarted ({exc})"
         if self._defs or self._state:
