@@ -106,6 +106,12 @@ class MotionNotApproved(TeachbotError):  # the console shows the class name: "Mo
     code = ErrorCode.CANCELED
 
 
+class RobotTimeBudgetExceeded(TeachbotError):
+    """The console's robot motions used up their time per snippet or per episode (config/sandbox.yaml)."""
+
+    code = ErrorCode.LIMIT_EXCEEDED
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (

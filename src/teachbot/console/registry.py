@@ -24,6 +24,7 @@ class ApiFunction:
     name: str
     signature: str
     doc: str
+    motion: bool = False  # moves the robot: its time counts toward the sandbox's robot-time budgets; not in the prompt
 
     def declaration(self) -> str:
         return f"def {self.name}{self.signature}:\n    \"\"\"{self.doc}\"\"\""
@@ -49,12 +50,19 @@ class RobotApi:
                 raise ConfigError(f"{path}: functions[{i}] needs string fields name, signature and doc")
             if not row["name"].isidentifier() or row["name"].startswith("_"):
                 raise ConfigError(f"{path}: functions[{i}]: {row['name']!r} is not a public Python name")
-            functions.append(ApiFunction(row["name"], row["signature"], row["doc"]))
+            if not isinstance(row.get("motion", False), bool):
+                raise ConfigError(f"{path}: functions[{i}]: 'motion' must be true or false, got {row['motion']!r}")
+            functions.append(ApiFunction(row["name"], row["signature"], row["doc"], row.get("motion", False)))
         return cls(str(raw.get("profile", Path(path).stem)), tuple(functions))
 
     @property
     def names(self) -> list[str]:
         return [f.name for f in self.functions]
+
+    @property
+    def motion_names(self) -> frozenset[str]:
+        """The functions that move the robot (``motion: true`` in the profile's YAML)."""
+        return frozenset(f.name for f in self.functions if f.motion)
 
     def import_block(self) -> str:
         """The robot API as the LLM sees it: declarations with one-line docs, generated, never hand-kept."""

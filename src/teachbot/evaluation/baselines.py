@@ -159,7 +159,7 @@ class BaselineAgent:
         functions["wait_for_trigger"] = self._end_program
         functions["learn_from_interaction"] = lambda: None  # a baseline learns by storing successful runs
         self.sandbox = SandboxExecutor(self.api.bind(functions), limits or SandboxLimits(),
-                                       on_kill=getattr(skills, "cancel_all", None))
+                                       on_kill=getattr(skills, "cancel_all", None), robot_functions=self.api.motion_names)
         self.prompt = CapPrompt(self.api)
         self.reflect_template = load_prompt(REFLECT_PROMPT).replace("{api}", self.api.import_block())
         self.log = Transcript()
@@ -174,6 +174,7 @@ class BaselineAgent:
         self.usage.reset()
         self.log = Transcript()
         self.sandbox.reset()
+        self.sandbox.new_episode()  # each run has the robot time of one episode
         started = time.monotonic()
         names = sorted(self.objects())
         self.sandbox.run(f"objects = {names!r}")

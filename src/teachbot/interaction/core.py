@@ -81,7 +81,7 @@ class InteractionCore:
         learner: Learner | None = None,
         scene_objects: Callable[[], list[str]] = list,
         limits: SandboxLimits | None = None,
-        on_kill: Callable[[], None] | None = None,
+        on_kill: Callable[[], Any] | None = None,
         on_entry: Callable[[str, Entry, int], None] | None = None,
         log: Callable[[str], None] = lambda _line: None,
         prices: PriceTable | None = None,
@@ -111,7 +111,8 @@ class InteractionCore:
         self.approval = ApprovalGate.load(self.config.approval, api, dialog, log)
         functions = self.approval.wrap(functions) if self.approval is not None else functions
         functions["learn_from_interaction"] = self.learn_from_interaction
-        self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill)
+        self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill,
+                                      robot_functions=api.motion_names)
         self.episode_id = ""
         self.session: ConsoleSession | None = None
         self.episodes = 0
@@ -146,6 +147,7 @@ class InteractionCore:
         """One episode: wait for the person, then the LLM drives; returns why it ended."""
         self.episode_id = uuid.uuid4().hex[:12]
         self.sandbox.reset()
+        self.sandbox.new_episode()  # the robot-time budget per episode starts afresh
         self.meter.reset()
         self._lines = 0
         self._corrected = self._learned = False
