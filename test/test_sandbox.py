@@ -76,8 +76,10 @@ class FakeRobot:
     def wait_for_trigger(self) -> dict[str, str]:
         return {"type": "dialog", "text": "put the red block in the blue bowl"}
 
-    def on_kill(self) -> None:
+    def on_kill(self) -> list[str]:
+        """Like SkillClient.cancel_all: the names of the goals it cancelled (no motion is left in flight here)."""
         self.kills += 1
+        return []
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +229,7 @@ def test_wall_clock_kill_cancels_motions_restores_namespace_and_replays_no_api_c
             assert ex.run(source) == RunResult()
         result = ex.run("say('before')\nwhile True:\n    pass")
         assert result.killed and result.error_type == "Timeout" and robot.kills == 1
-        assert result.error == "Timeout: the code ran longer than 0.5 s and was stopped; robot motions were cancelled; not restored: f"
+        assert result.error == "Timeout: the code ran longer than 0.5 s and was stopped; no robot motion was in progress; not restored: f"
         assert robot.calls == 1 and robot.said == ["before"]  # the restore replayed no robot call
         assert ex.run("inc(x)").outputs == ["42"]
         assert ex.run("names").outputs == [repr(OBJECTS)]
@@ -238,7 +240,7 @@ def test_cpu_limit_kills_busy_code() -> None:
     robot = FakeRobot()
     with SandboxExecutor(robot.api, SandboxLimits(wall_time=20.0, cpu_time=1.0), on_kill=robot.on_kill) as ex:
         result = ex.run("n = 0\nwhile True:\n    n += 1")
-        assert result.error == "Timeout: the code used more than 1 s of CPU time and was stopped; robot motions were cancelled"
+        assert result.error == "Timeout: the code used more than 1 s of CPU time and was stopped; no robot motion was in progress"
         assert result.killed and robot.kills == 1
         assert ex.run("1 + 1").outputs == ["2"]
 

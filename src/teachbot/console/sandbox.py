@@ -10,7 +10,8 @@ as hostile. The parent's wall clock runs for the whole snippet except the time s
 calls and SIGKILLs the worker on overrun (RLIMIT_CPU and RLIMIT_AS kill it from inside); then
 ``on_kill`` cancels robot goals, a fresh worker gets back the defs and plain-data variables as they
 were after the last completed snippet (a killed snippet leaves no trace; no robot call is replayed),
-and the console reads one error line.
+and the console reads one error line that says what was cancelled. The time inside the robot's motion
+functions has budgets of its own, per snippet and per episode (teachbot.console.robot_time).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from teachbot.console._sandbox_worker import (
     pack,
 )
 from teachbot.console.os_layer import IsolationConfig, SandboxIsolationError, plan
+from teachbot.console.robot_time import RobotClock, WallClock
 from teachbot.errors import ConfigError
 
 __all__ = ["CONSOLE_BUILTINS", "RunResult", "SandboxExecutor", "SandboxLimits", "SandboxViolation"]
@@ -69,6 +71,8 @@ class SandboxLimits:
     max_output_lines: int = 200  # output items per run; then one '... [output truncated]'
     max_api_calls: int = 1000  # per run
     recursion_limit: int = 200  # Python frames of user code
+    robot_time_per_snippet: float = 300.0  # seconds inside the robot's motion functions per run()
+    robot_time_per_episode: float = 900.0  # the same per episode (SandboxExecutor.new_episode)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -113,24 +117,6 @@ class _Lost(Exception):
         self.reason = reason
 
 
-class _Budget:
-    """A run's wall clock: everything counts except the time spent inside robot API calls."""
-
-    def __init__(self, seconds: float) -> None:
-        self.deadline = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.deadline += time.monotonic() - start
-
-
 def _reap(proc: subprocess.Popen[bytes], fds: tuple[int, ...]) -> None:
     """Kill a worker and close the parent's pipe ends (also run by weakref.finalize at exit)."""
     with suppress(OSError):
@@ -165,7 +151,7 @@ class _Worker:
         try:
             self.send({"op": "init", "api": api_names, "limits": {f.name: getattr(limits, f.name) for f in fields(limits)},
                        "seccomp": os_plan.seccomp})
-            self.info = self.recv(_Budget(STARTUP_TIMEOUT))
+            self.info = self.recv(WallClock(STARTUP_TIMEOUT))
         except _Lost as lost:
             self.close()
             raise RuntimeError(f"the sandbox worker did not start ({lost.reason})") from None
@@ -199,7 +185,7 @@ class _Worker:
             except OSError:
                 raise _Lost("died") from None
 
-    def recv(self, budget: _Budget) -> dict[str, Any]:
+    def recv(self, budget: WallClock) -> dict[str, Any]:
         """The next message; _Lost when ``budget`` runs out, the worker dies or it sends anything malformed."""
         while True:
             if len(self.buffer) >= HEADER.size:
@@ -281,17 +267,25 @@ class SandboxExecutor:
     """Runs console snippets in a persistent namespace inside a sandbox worker; the robot API stays in the parent."""
 
     def __init__(
-        self, api: Mapping[str, Callable[..., Any]], limits: SandboxLimits = SandboxLimits(), on_kill: Callable[[], None] | None = None,
-        *, isolation_config: IsolationConfig | None = None,
+        self, api: Mapping[str, Callable[..., Any]], limits: SandboxLimits = SandboxLimits(),
+        on_kill: Callable[[], Any] | None = None, *, robot_functions: Collection[str] = (),
+        isolation_config: IsolationConfig | None = None,
     ) -> None:
-        """``isolation_config`` (default: config/sandbox.yaml's ``isolation:``) picks the OS layer around the worker."""
+        """``on_kill`` cancels the robot's goals after a kill and returns the names of those it cancelled;
+        the API functions named in ``robot_functions`` (the motions) count toward the robot-time budgets.
+        ``isolation_config`` (default: config/sandbox.yaml's ``isolation:``) picks the OS layer around the worker."""
         for name in api:
             if not isinstance(name, str) or not name.isidentifier() or name.startswith("_") or keyword.iskeyword(name):
                 raise ValueError(f"robot API name {name!r} must be a public Python identifier")
+        unknown = sorted(set(robot_functions) - set(api))
+        if unknown:
+            raise ValueError(f"robot_functions {unknown} are not robot API functions")
         self._api = dict(api)
         self.limits = limits
         self._on_kill = on_kill
         self._isolation_config = isolation_config or IsolationConfig.deployed()
+        self._motions = frozenset(robot_functions)
+        self._robot_time = RobotClock(limits.robot_time_per_snippet, limits.robot_time_per_episode)
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._defs: list[str] = []
@@ -350,13 +344,17 @@ class SandboxExecutor:
         """Names defined in the persistent namespace (user variables and functions)."""
         return set(self._names)
 
+    def new_episode(self) -> None:
+        """An episode starts: the robot-time budget per episode is full again."""
+        self._robot_time.new_episode()
+
     def reset(self) -> None:
         """Start over with an empty namespace."""
         with self._exclusive():
             worker = self._ready_worker()
             try:
                 worker.send({"op": "reset"})
-                if worker.recv(_Budget(self.limits.wall_time)).get("op") != "reset":
+                if worker.recv(WallClock(self.limits.wall_time)).get("op") != "reset":
                     raise _Lost("protocol")
             except _Lost:
                 worker.close()
@@ -386,7 +384,8 @@ class SandboxExecutor:
         return self._worker
 
     def _execute(self, worker: _Worker, source: str, outputs: list[str]) -> RunResult:
-        budget = _Budget(self.limits.wall_time)
+        budget = WallClock(self.limits.wall_time)
+        self._robot_time.new_snippet()
         worker.send({"op": "run", "src": source})
         calls = 0
         while True:
@@ -416,7 +415,7 @@ class SandboxExecutor:
         cap = self.limits.max_output_lines + 1
         outputs.extend(_text(item, self.limits.max_output_chars) or "" for item in items[: max(0, cap - len(outputs))])
 
-    def _dispatch(self, message: dict[str, Any], calls: int, budget: _Budget) -> dict[str, Any]:
+    def _dispatch(self, message: dict[str, Any], calls: int, budget: WallClock) -> dict[str, Any]:
         """Run one robot API call for the worker; the reply carries the result or the exception."""
         name = message.get("name")
         if type(name) is not str or name not in self._api:
@@ -431,8 +430,9 @@ class SandboxExecutor:
             raise _Lost("protocol") from None
         if type(args) is not tuple or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
             raise _Lost("protocol")
+        timed: AbstractContextManager[None] = self._robot_time.motion(name) if name in self._motions else nullcontext()
         try:
-            with budget.paused():
+            with budget.paused(), timed:  # a used-up robot-time budget raises here, before the call
                 result = self._api[name](*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the robot's error becomes the console's error line
             try:
@@ -469,13 +469,21 @@ class SandboxExecutor:
         self._defs = kept
 
     def _cancel_motions(self) -> str:
+        """Run ``on_kill``; the error line's note on what it really cancelled."""
         if self._on_kill is None:
             return ""
         try:
-            self._on_kill()
+            cancelled = self._on_kill()
         except Exception as exc:  # noqa: BLE001 - reported in the error line, the console must go on
-            return f"; cancelling robot motions failed ({type(exc).__name__}: {exc})"
-        return "; robot motions were cancelled"
+            return f"; cancelling robot motions failed ({type(exc).__name__}: {' '.join(str(exc).splitlines())})"
+        if cancelled is None:  # an on_kill that does not say what it cancelled
+            return "; the robot was asked to cancel its motions"
+        if isinstance(cancelled, int) and not isinstance(cancelled, bool):  # a count, from older callers
+            return f"; the robot was asked to cancel {cancelled} motion{'' if cancelled == 1 else 's'}"
+        names = [str(name) for name in cancelled]
+        if not names:
+            return "; no robot motion was in progress"
+        return f"; cancelled the robot's {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}"
 
     def _respawn(self) -> str:
         """Start a fresh worker and give it back the defs and plain variables; a note on what was lost."""
@@ -488,7 +496,7 @@ class SandboxExecutor:
         if self._defs or self._state:
             try:
                 self._worker.send({"op": "restore", "defs": self._defs, "state": self._state})
-                message = self._worker.recv(_Budget(self.limits.wall_time))
+                message = self._worker.recv(WallClock(self.limits.wall_time))
                 if message.get("op") != "restored":
                     raise _Lost("protocol")
                 self._update(message)
