@@ -7,12 +7,13 @@ The node it owns must be spun by an executor (the caller's, or :meth:`SkillClien
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from action_msgs.msg import GoalStatus
+from action_msgs.srv import CancelGoal
 from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -20,6 +21,7 @@ from std_msgs.msg import Bool
 from teachbot_interfaces.msg import SkillResult
 from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
+from teachbot.console.robot_time import time_left
 from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
@@ -27,6 +29,10 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
+CANCEL_GRACE = 5.0  # seconds a timed-out call waits for its cancel to be accepted and the skill to stop
+
+# what a skills node answered to a cancel request
+ACCEPTED, REFUSED, GONE, UNANSWERED = "accepted", "refused", "gone", "unanswered"
 
 
 @dataclass(eq=False)
@@ -36,19 +42,33 @@ class SkillHandle:
     name: str
     goal_handle: Any
     feedback: list[tuple[str, float]]
+    _result: Any = field(default=None, init=False, repr=False)
 
-    def cancel(self, timeout: float = 5.0) -> None:
-        _wait_future(self.goal_handle.cancel_goal_async(), timeout, f"cancel of {self.name}")
+    def cancel(self, timeout: float = 5.0) -> CancelGoal.Response:
+        """Ask the server to cancel the goal; its answer (MotionTimeoutError when none comes within ``timeout``)."""
+        return _wait_future(self.goal_handle.cancel_goal_async(), timeout, f"cancel of {self.name}")
+
+    def result_future(self) -> Any:
+        """The future of the goal's result, requested once and shared by every waiter."""
+        if self._result is None:
+            self._result = self.goal_handle.get_result_async()
+        return self._result
 
     def result(self, timeout: float) -> SkillResult:
-        response = _wait_future(self.goal_handle.get_result_async(), timeout, f"result of {self.name}")
+        response = _wait_future(self.result_future(), timeout, f"result of {self.name}")
         return response.result.result
 
 
-def _wait_future(future: Any, timeout: float, what: str) -> Any:
+def _wait_done(future: Any, timeout: float) -> bool:
+    """Whether ``future`` is done within ``timeout`` seconds."""
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout):
+    # a future that is already done schedules its callback on the executor: do not wait for that
+    return future.done() or done.wait(max(0.0, timeout))
+
+
+def _wait_future(future: Any, timeout: float, what: str) -> Any:
+    if not _wait_done(future, timeout):
         raise MotionTimeoutError(f"no answer for {what} within {timeout:.0f} s; is the node running?")
     return future.result()
 
@@ -66,7 +86,9 @@ class SkillClient:
         self._reset = node.create_client(ResetScene, "sim/reset")
         self._release = node.create_client(ReleaseHandover, "skills/release_handover")
         self._estop = node.create_publisher(Bool, estop_topic, COMMAND_QOS)
-        self._active: set[SkillHandle] = set()
+        self._active: set[SkillHandle] = set()  # goals sent by call() whose result has not arrived
+        self._active_lock = threading.Lock()
+        self.cancel_grace = CANCEL_GRACE  # seconds to wait for a cancel to be accepted (and a timed-out skill to stop)
         self._executor: SingleThreadedExecutor | None = None
         self._thread: threading.Thread | None = None
 
@@ -146,21 +168,91 @@ class SkillClient:
         return SkillHandle(name, handle, feedback)
 
     def call(self, name: str, timeout: float = 60.0, **fields: Any) -> SkillResult:
-        """Send a goal and wait for its result."""
-        handle = self.send(name, **fields)
-        self._active.add(handle)
-        try:
-            return handle.result(timeout)
-        finally:
+        """Send a goal and wait for its result.
+
+        Past ``timeout`` (clipped to what is left of the console's robot time, see
+        teachbot.console.robot_time) the goal is cancelled, and MotionTimeoutError says whether the skill
+        stopped within :attr:`cancel_grace` seconds or the arm may still move. A goal that ended by itself
+        while being cancelled returns its result.
+        """
+        left = time_left()
+        allowed = timeout if left is None or left[0] >= timeout else max(0.0, left[0])
+        handle = self._track(self.send(name, **fields))
+        future = handle.result_future()
+        if _wait_done(future, allowed):
+            return future.result().result.result
+        grace = self.cancel_grace
+        deadline = time.monotonic() + grace
+        answer = self._cancel_answer(handle, handle.goal_handle.cancel_goal_async(), grace)
+        if answer != UNANSWERED and _wait_done(future, deadline - time.monotonic()):
+            response = future.result()
+            if response.status != GoalStatus.STATUS_CANCELED:
+                return response.result.result
+            outcome = "the goal was cancelled and the skill stopped"
+        elif answer == ACCEPTED:
+            outcome = f"the goal's cancel was accepted, but the skill had not stopped {grace:g} s later; the arm may still move"
+        elif answer == REFUSED:
+            outcome = "the skills node refused to cancel the goal; the arm may still move"
+        elif answer == GONE:
+            outcome = "the skills node no longer knows the goal (it ended, or the node restarted)"
+        else:
+            outcome = f"the goal's cancel was not answered within {grace:g} s; the arm may still move"
+        clipped = f" (what was left of {left[1]} in config/sandbox.yaml)" if allowed < timeout and left is not None else ""
+        raise MotionTimeoutError(f"skill {name} did not finish within {allowed:.3g} s{clipped}; {outcome}")
+
+    def cancel_all(self, timeout: float | None = None) -> list[str]:
+        """Cancel every goal of call() still in flight (e.g. when console code is killed); the names of those
+        whose cancel the skills node accepted. ControllerError when a cancel was refused or not answered
+        within ``timeout`` (default :attr:`cancel_grace`): the arm may still move, and the message says which goal."""
+        timeout = self.cancel_grace if timeout is None else timeout
+        requests = [(handle, handle.goal_handle.cancel_goal_async()) for handle in self.in_flight()]
+        deadline = time.monotonic() + timeout
+        accepted: list[str] = []
+        failed: list[str] = []
+        for handle, future in requests:
+            answer = self._cancel_answer(handle, future, deadline - time.monotonic())
+            if answer == ACCEPTED:
+                accepted.append(handle.name)
+            elif answer == REFUSED:
+                failed.append(f"the skills node refused to cancel {handle.name}")
+            elif answer == UNANSWERED:
+                failed.append(f"the cancel of {handle.name} was not answered within {timeout:g} s")
+        if failed:
+            cancelled = f" (cancelled: {', '.join(accepted)})" if accepted else ""
+            raise ControllerError(f"{'; '.join(failed)}; the arm may still move{cancelled}")
+        return accepted
+
+    def in_flight(self) -> list[SkillHandle]:
+        """Goals sent by call() whose result has not arrived, including ones whose call gave up waiting."""
+        with self._active_lock:
+            return list(self._active)
+
+    def _track(self, handle: SkillHandle) -> SkillHandle:
+        """Keep ``handle`` in flight until its result arrives, whoever is still waiting for it."""
+        with self._active_lock:
+            self._active.add(handle)
+        handle.result_future().add_done_callback(lambda _f: self._forget(handle))
+        return handle
+
+    def _forget(self, handle: SkillHandle) -> None:
+        with self._active_lock:
             self._active.discard(handle)
 
-    def cancel_all(self) -> int:
-        """Cancel every goal this client is waiting on (e.g. when console code is killed)."""
-        handles = list(self._active)
-        for handle in handles:
-            with contextlib.suppress(MotionTimeoutError):
-                handle.cancel(timeout=2.0)
-        return len(handles)
+    def _cancel_answer(self, handle: SkillHandle, future: Any, timeout: float) -> str:
+        """What the server answered to the cancel request ``future`` of ``handle``: ACCEPTED, REFUSED,
+        GONE (the goal had ended or is unknown to it: nothing to stop) or UNANSWERED within ``timeout``."""
+        if not _wait_done(future, timeout):
+            return UNANSWERED
+        response = future.result()
+        goal = bytes(handle.goal_handle.goal_id.uuid)
+        if response.return_code == CancelGoal.Response.ERROR_NONE and any(
+            bytes(info.goal_id.uuid) == goal for info in response.goals_canceling
+        ):
+            return ACCEPTED
+        if response.return_code in (CancelGoal.Response.ERROR_UNKNOWN_GOAL_ID, CancelGoal.Response.ERROR_GOAL_TERMINATED):
+            self._forget(handle)  # its result may never come (a restarted node): stop tracking it
+            return GONE
+        return REFUSED
 
     def world_state(self, timeout: float = 5.0) -> GetWorldState.Response:
         return _wait_future(self._world.call_async(GetWorldState.Request()), timeout, "sim/get_world_state")
@@ -177,7 +269,7 @@ class SkillClient:
 
     def waiting_on(self, *names: str) -> bool:
         """Whether this client is waiting on a goal of one of these skills."""
-        return any(handle.name in names for handle in list(self._active))
+        return any(handle.name in names for handle in self.in_flight())
 
     def emergency_stop(self, active: bool) -> None:
         self._estop.publish(Bool(data=active))
@@ -190,3 +282,5 @@ class SkillClient:
         for client in self._clients.values():
             client.destroy()
         self._clients = {}
+        with self._active_lock:
+            self._active.clear()
