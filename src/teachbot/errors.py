@@ -47,6 +47,10 @@ class InvalidArgumentError(TeachbotError):
     code = ErrorCode.INVALID_ARGUMENT
 
 
+class ArgumentTooLarge(InvalidArgumentError):
+    """A robot API argument or a say() over its size limit (the bounds block of config/interaction.yaml)."""
+
+
 class UnknownObjectError(TeachbotError):
     code = ErrorCode.UNKNOWN_OBJECT
 

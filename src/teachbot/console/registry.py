@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.config import load_yaml, resolve_config
+from teachbot.console.bounds import Bounds
 from teachbot.errors import ConfigError
 
 
@@ -69,9 +70,12 @@ class RobotApi:
         return "\n\n".join(f.declaration() for f in self.functions)
 
     def bind(
-        self, implementations: Mapping[str, Callable[..., Any]], unavailable: Mapping[str, str] | None = None
+        self, implementations: Mapping[str, Callable[..., Any]], unavailable: Mapping[str, str] | None = None,
+        bounds: Bounds | None = None,
     ) -> dict[str, Callable[..., Any]]:
-        """Callables for every declared name; missing ones raise NotAvailableError naming the fix."""
+        """Callables for every declared name; missing ones raise NotAvailableError naming the fix.
+
+        With ``bounds`` every callable first checks its arguments' sizes (ArgumentTooLarge before it runs)."""
         unavailable = unavailable or {}
         bound: dict[str, Callable[..., Any]] = {}
         for fn in self.functions:
@@ -80,6 +84,8 @@ class RobotApi:
             else:
                 reason = unavailable.get(fn.name, "no node serves it in this setup")
                 bound[fn.name] = _not_available(fn.name, reason)
+            if bounds is not None:
+                bound[fn.name] = bounds.guard(fn.name, bound[fn.name])
         extra = sorted(set(implementations) - set(self.names))
         if extra:
             raise ConfigError(
