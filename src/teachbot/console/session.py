@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.console._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
+from teachbot.console.bounds import Bounds, where
 from teachbot.console.completion import syntax_error
 from teachbot.console.prompt import PromptBuilder, load_prompt
 from teachbot.console.reply import Reply, code_block, first_statement_complete, read_reply
@@ -45,6 +46,7 @@ class SessionConfig:
     loop_repeats: int = 3
     function_depth: int = 2  # helpers a generated function may in turn have generated
     run_all_statements: bool = False  # run every statement of a reply in order, not only the first
+    max_transcript_chars: int = Bounds.max_transcript_chars  # bounds.max_transcript_chars (CoreConfig puts it here)
 
     @classmethod
     def from_config(cls, raw: dict[str, Any]) -> SessionConfig:
@@ -92,7 +94,7 @@ class ConsoleSession:
         self.function_model = function_model
         self.prompts = prompts
         self.config = config or SessionConfig()
-        self.transcript = Transcript()
+        self.transcript = Transcript(max_chars=self.config.max_transcript_chars)
         self.on_entry = on_entry or (lambda _entry: None)
         self.rounds = 0
         self.stop_reason = ""
@@ -135,6 +137,7 @@ class ConsoleSession:
                 self.stop_reason = f"{QUIET_PREFIX}; stopped waiting" if result.error_type == NOBODY else result.error
             else:
                 self._output("\n".join(result.outputs))
+                self.stop_reason = self._too_long()
             return not self.stop_reason
 
     def step(self) -> StepOutcome:
@@ -188,11 +191,14 @@ class ConsoleSession:
         return True
 
     def _after(self, source: str, output: str, error_type: str) -> None:
-        self._errors = [*self._errors, error_type] if error_type else []
+        self._errors = [*self._errors, error_type][-max(1, self.config.max_consecutive_errors):] if error_type else []
         self._recent = [*self._recent, (source, output)][-self.config.loop_repeats:]
         if self.stop_reason:
             return
-        if len(self._errors) >= self.config.max_consecutive_errors and len(set(self._errors[-self.config.max_consecutive_errors:])) == 1:
+        too_long = self._too_long()
+        if too_long:
+            self.stop_reason = too_long
+        elif len(self._errors) >= self.config.max_consecutive_errors and len(set(self._errors[-self.config.max_consecutive_errors:])) == 1:
             self.stop_reason = f"gave up after {self.config.max_consecutive_errors} {error_type} errors in a row"
         elif len(self._recent) == self.config.loop_repeats and len(set(self._recent)) == 1 and "wait_for_trigger" not in source:
             self.stop_reason = f"the model repeated {source.splitlines()[0]!r} {self.config.loop_repeats} times; stopped"
@@ -200,6 +206,13 @@ class ConsoleSession:
             self.stop_reason = f"reached the limit of {self.config.max_rounds} statements"
         if self.stop_reason:
             self._output(f"# session stopped: {self.stop_reason}")
+
+    def _too_long(self) -> str:
+        """The stop reason when the transcript is over its limit even with old outputs elided, else ''."""
+        if not self.transcript.over_limit:
+            return ""
+        return (f"this conversation is longer than {self.config.max_transcript_chars} characters even with old "
+                f"outputs elided ({where('max_transcript_chars')})")
 
     # ------------------------------------------------------------------ function generation
     def _known(self) -> set[str]:

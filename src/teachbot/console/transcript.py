@@ -3,6 +3,10 @@
 A transcript is a list of entries, each either code (one statement, possibly several lines) or the
 output that followed it. Rendering is exactly what the LLM sees and what memory stores; parsing
 reads such text back (seed examples, learned examples).
+
+A console episode's transcript has ``max_chars`` (config/interaction.yaml bounds.max_transcript_chars): past
+it the oldest console outputs are elided with a marker, then the newest output is cut; the person's words
+and the code are never touched, so ``over_limit`` can still become true (the session then stops).
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from teachbot.console.budget import KEEP_CHARS
+
 PROMPT = ">>> "
 CONTINUATION = "... "
 TRIGGER_CALLS = ("wait_for_trigger", "ask")  # calls whose return value is what the person said
+ELIDED = "... [output elided: the transcript is at its size limit]"
+CUT = "... [output cut: the transcript is at its size limit]"
 
 
 @dataclass(frozen=True)
@@ -31,21 +39,54 @@ class Entry:
 
 @dataclass
 class Transcript:
-    """An episode of the console, in order."""
+    """An episode of the console, in order; ``max_chars`` bounds its rendered size (0: no limit)."""
 
     entries: list[Entry] = field(default_factory=list)
+    max_chars: int = 0
 
     def add_code(self, source: str) -> None:
         self.entries.append(Entry("code", source.rstrip("\n")))
+        self._bound()
 
     def add_output(self, text: str) -> None:
         if text:
             self.entries.append(Entry("output", text.rstrip("\n")))
+            self._bound()
 
     def insert_code_before_last(self, source: str) -> None:
         """Put a definition before the newest statement (function generation)."""
         index = max((i for i, e in enumerate(self.entries) if e.kind == "code"), default=len(self.entries))
         self.entries.insert(index, Entry("code", source.rstrip("\n")))
+        self._bound()
+
+    def chars(self) -> int:
+        """Length of ``render()``."""
+        return sum(len(e.render()) for e in self.entries) + max(0, len(self.entries) - 1)
+
+    @property
+    def over_limit(self) -> bool:
+        """Over ``max_chars`` even with every console output it may shorten shortened."""
+        return 0 < self.max_chars < self.chars()
+
+    def _bound(self) -> None:
+        """Elide the oldest console outputs, then cut the newest one, until the transcript fits ``max_chars``."""
+        over = self.chars() - self.max_chars if self.max_chars else 0
+        if over <= 0:
+            return
+        protected = person_outputs(self.entries)
+        newest = len(self.entries) - 1
+        for index, entry in enumerate(self.entries[:newest]):
+            if over <= 0:
+                return
+            short = entry.text[:KEEP_CHARS].split("\n")[0] + ELIDED
+            if entry.kind == "output" and index not in protected and len(short) < len(entry.text):
+                self.entries[index] = Entry("output", short)
+                over -= len(entry.text) - len(short)
+        entry = self.entries[newest]
+        if over > 0 and entry.kind == "output" and newest not in protected:
+            keep = max(KEEP_CHARS, len(entry.text) - over - len(CUT))
+            if keep + len(CUT) < len(entry.text):
+                self.entries[newest] = Entry("output", entry.text[:keep] + CUT)
 
     def render(self) -> str:
         return "\n".join(e.render() for e in self.entries)
