@@ -209,13 +209,54 @@ def _as_nobody(tmp_path: Path) -> list[str]:
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *setpriv]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root can start a process as another user; this user's run is the test above")
-def test_attacks_fail_under_each_os_layer_as_an_unprivileged_user(tmp_path: Path) -> None:
+def _nobody_or_skip(tmp_path: Path) -> list[str]:
+    """_as_nobody's prefix, or a skip when the checkout cannot be used by another user."""
     repo = Path(sandbox.__file__).resolve().parents[3]
     if not all(_world_usable(p) for p in (repo / "src", Path(sys.executable).parent, sandbox.WORKER_SCRIPT)):
         pytest.skip(f"{repo} or its virtual environment is not readable by other users")
-    report = _node(_as_nobody(tmp_path))
+    return _as_nobody(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can start a process as another user; this user's run is the test above")
+def test_attacks_fail_under_each_os_layer_as_an_unprivileged_user(tmp_path: Path) -> None:
+    report = _node(_nobody_or_skip(tmp_path))
     assert report["uid"] == NOBODY and report["executor"]["isolation"]["uid"] == NOBODY
+    _assert_contained(report, same_uid_parent=True)
+
+
+# Runs COMMAND... as root of a new user namespace (ids 0-65535 mapped to themselves) whose limit on nested
+# user namespaces is 0: as where unprivileged user namespaces are off, bwrap cannot work for anyone there.
+NO_USERNS = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+go_r, go_w = os.pipe()
+mapped_r, mapped_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        os._exit(111)
+    os.write(go_w, b"x")
+    os.read(mapped_r, 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    with open("/proc/sys/user/max_user_namespaces", "w") as limit:
+        limit.write("0")
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.read(go_r, 1)
+for name in ("uid_map", "gid_map"):  # several ids: written from the parent namespace
+    with open(f"/proc/{pid}/{name}", "w") as f:
+        f.write("0 0 65536")
+os.write(mapped_w, b"x")
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to set up a user namespace without user namespaces inside")
+def test_without_user_namespaces_bwrap_is_detected_unusable_and_seccomp_holds(tmp_path: Path) -> None:
+    report = _node([sys.executable, "-I", "-c", NO_USERNS, *_nobody_or_skip(tmp_path)])
+    assert "bwrap does not work here" in report["bwrap"]["unavailable"], report["bwrap"]
+    assert "user namespaces" in report["bwrap"]["unavailable"], report["bwrap"]
+    assert report["auto"]["layers"] == ["seccomp"] and report["executor"]["isolation"]["os_layers"] == ["seccomp"]
     _assert_contained(report, same_uid_parent=True)
 
 

@@ -32,8 +32,7 @@ SECCOMP_LIBRARY = "libseccomp.so.2"
 OS_LAYERS = ("auto", "bwrap", "seccomp", "none")
 PROBE_TIMEOUT = 20.0  # seconds for bwrap to start `python -c pass` when probing (slow CI machines)
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
-_INSTALL_HINT = ("install bubblewrap (apt-get install bubblewrap; `make setup` does this when run as root) and/or "
-                 "libseccomp2 (apt-get install libseccomp2)")
+_SECCOMP_HINT = "install libseccomp2 (apt-get install libseccomp2)"
 
 
 class SandboxIsolationError(RuntimeError):
@@ -212,12 +211,19 @@ class OsPlan:
             if self.config.os_layer == "seccomp":
                 raise SandboxIsolationError(f"isolation.os_layer: seccomp, but {problem}")
         if not layers and not self.config.allow_no_os_layer:
-            raise SandboxIsolationError(_refusal(problem or "no OS layer applied"))
+            raise SandboxIsolationError(_refusal(problem or "no OS layer applied", _SECCOMP_HINT))
         return layers
 
 
-def _refusal(why: str) -> str:
-    return (f"the sandbox worker was not started: {why}; {_INSTALL_HINT}, or set isolation.allow_no_os_layer: true "
+def _bwrap_hint(problem: str) -> str:
+    if "not installed" in problem:
+        return "install bubblewrap (apt-get install bubblewrap; `make setup` does this when run as root)"
+    return ("let bwrap create namespaces (unprivileged user namespaces on: sysctl kernel.unprivileged_userns_clone=1 "
+            "where it exists, user.max_user_namespaces > 0, no AppArmor restriction on them)")
+
+
+def _refusal(why: str, hints: str) -> str:
+    return (f"the sandbox worker was not started: {why}; {hints}, or set isolation.allow_no_os_layer: true "
             "in config/sandbox.yaml to run LLM code with rlimits and the audit hook only")
 
 
@@ -229,12 +235,13 @@ def plan(config: IsolationConfig) -> OsPlan:
     use_bwrap = config.os_layer in ("auto", "bwrap")
     use_seccomp = config.os_layer in ("auto", "seccomp")
     if config.os_layer == "bwrap" and not found.bwrap:
-        raise SandboxIsolationError(f"isolation.os_layer: bwrap, but {found.bwrap_problem}; install bubblewrap "
-                                    "(apt-get install bubblewrap) or set isolation.os_layer: auto in config/sandbox.yaml")
+        raise SandboxIsolationError(f"isolation.os_layer: bwrap, but {found.bwrap_problem}; {_bwrap_hint(found.bwrap_problem)}, "
+                                    "or set isolation.os_layer: auto in config/sandbox.yaml")
     if config.os_layer == "seccomp" and found.seccomp_problem:
-        raise SandboxIsolationError(f"isolation.os_layer: seccomp, but {found.seccomp_problem}; install libseccomp2 "
-                                    "(apt-get install libseccomp2) or set isolation.os_layer: auto in config/sandbox.yaml")
+        raise SandboxIsolationError(f"isolation.os_layer: seccomp, but {found.seccomp_problem}; {_SECCOMP_HINT}, "
+                                    "or set isolation.os_layer: auto in config/sandbox.yaml")
     result = OsPlan(config, found.bwrap if use_bwrap else (), use_seccomp and not found.seccomp_problem)
     if not result.layers and not config.allow_no_os_layer:
-        raise SandboxIsolationError(_refusal(f"{found.bwrap_problem} and {found.seccomp_problem}"))
+        hints = f"{_bwrap_hint(found.bwrap_problem)} and/or {_SECCOMP_HINT}"
+        raise SandboxIsolationError(_refusal(f"{found.bwrap_problem} and {found.seccomp_problem}", hints))
     return result
