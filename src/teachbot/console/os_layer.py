@@ -25,7 +25,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from teachbot.config import load_yaml
 from teachbot.errors import ConfigError
+from teachbot.paths import config_path
 
 HERE = Path(__file__).resolve().parent  # the worker script and its seccomp module, bound read-only into bwrap
 SECCOMP_LIBRARY = "libseccomp.so.2"
@@ -75,9 +77,6 @@ class IsolationConfig:
 
 @functools.cache
 def _deployed() -> IsolationConfig:
-    from teachbot.config import load_yaml
-    from teachbot.paths import config_path
-
     path = config_path("sandbox.yaml")
     return IsolationConfig.from_config(load_yaml(path)) if path.is_file() else IsolationConfig()
 
