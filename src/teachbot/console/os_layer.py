@@ -102,7 +102,8 @@ def bwrap_command(bwrap: str, python: str) -> list[str]:
         namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else:
         namespaces = ["--unshare-all"]
-    argv = [bwrap, *namespaces, "--new-session", "--clearenv"]
+    # The fresh /proc, /dev and /tmp first: a bind below (a checkout under /tmp) must land on top of them.
+    argv = [bwrap, *namespaces, "--new-session", "--clearenv", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in _SYSTEM_DIRS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -114,7 +115,7 @@ def bwrap_command(bwrap: str, python: str) -> list[str]:
     for path in sorted(binds):
         if not any(path == d or path.startswith(d + "/") for d in _SYSTEM_DIRS):
             argv += ["--ro-bind", path, path]
-    return argv + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
+    return argv + ["--chdir", "/"]
 
 
 def _probe_bwrap(python: str) -> tuple[tuple[str, ...], str]:
