@@ -1,4 +1,4 @@
-"""The sandbox's two clocks: the wall clock of console code, and the robot time of its motion calls.
+"""The sandbox's bookkeeping of robot motions: its two clocks, and what a kill cancelled.
 
 The wall clock (:class:`WallClock`) stops while a robot API call runs, because motions are slow. So a
 snippet's robot time is bounded separately: :class:`RobotClock` adds up the seconds spent inside the
@@ -8,15 +8,18 @@ up. A motion in progress is never interrupted from here; instead, while one runs
 tells the skills layer how much of the budget remains, so it can clip its own per-call timeout (and
 cancel the goal when that passes). Waiting for a person inside a motion function (an approval question)
 is wrapped in :func:`not_counted`, so it uses no robot time.
+
+After a kill, :func:`cancel_motions` runs the sandbox's ``on_kill`` and words what it really cancelled.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from teachbot.errors import RobotTimeBudgetExceeded
 
@@ -122,3 +125,22 @@ class RobotClock:
         return (f"{name}() was not started: the robot's motions in this episode have used all of their "
                 f"{self.per_episode:g} s ({PER_EPISODE} in config/sandbox.yaml); tell the person, the robot "
                 "can move again in the next episode")
+
+
+def cancel_motions(on_kill: Callable[[], Any] | None) -> str:
+    """Run ``on_kill`` (SkillClient.cancel_all: the names of the goals whose cancel was accepted); the kill
+    line's note on what it really cancelled. None or a count, from older callers, is worded as such."""
+    if on_kill is None:
+        return ""
+    try:
+        cancelled = on_kill()
+    except Exception as exc:  # noqa: BLE001 - reported in the error line, the console must go on
+        return f"; cancelling robot motions failed ({type(exc).__name__}: {' '.join(str(exc).splitlines())})"
+    if cancelled is None:
+        return "; the robot was asked to cancel its motions"
+    if isinstance(cancelled, int) and not isinstance(cancelled, bool):
+        return f"; the robot was asked to cancel {cancelled} motion{'' if cancelled == 1 else 's'}"
+    names = [str(name) for name in cancelled]
+    if not names:
+        return "; no robot motion was in progress"
+    return f"; cancelled the robot's {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}"

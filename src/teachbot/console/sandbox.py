@@ -45,7 +45,7 @@ from teachbot.console._sandbox_worker import (
     pack,
 )
 from teachbot.console.os_layer import IsolationConfig, SandboxIsolationError, plan
-from teachbot.console.robot_time import RobotClock, WallClock
+from teachbot.console.robot_time import RobotClock, WallClock, cancel_motions
 from teachbot.errors import ConfigError
 
 __all__ = ["CONSOLE_BUILTINS", "RunResult", "SandboxExecutor", "SandboxLimits", "SandboxViolation"]
@@ -333,11 +333,11 @@ class SandboxExecutor:
                 return self._execute(worker, source, outputs)
             except _Lost as lost:
                 kind, what = worker.cause(lost.reason, self.limits)
-                note = self._cancel_motions() + self._respawn()
+                note = cancel_motions(self._on_kill) + self._respawn()
                 return RunResult(outputs=outputs, error=f"{kind}: {what}{note}", error_type=kind, killed=True)
             except BaseException:  # KeyboardInterrupt in an API call: the worker is mid-call, drop it
                 worker.close()
-                self._cancel_motions()
+                cancel_motions(self._on_kill)
                 raise
 
     def names(self) -> set[str]:
@@ -467,23 +467,6 @@ class SandboxExecutor:
                 break
             kept.append(source)
         self._defs = kept
-
-    def _cancel_motions(self) -> str:
-        """Run ``on_kill``; the error line's note on what it really cancelled."""
-        if self._on_kill is None:
-            return ""
-        try:
-            cancelled = self._on_kill()
-        except Exception as exc:  # noqa: BLE001 - reported in the error line, the console must go on
-            return f"; cancelling robot motions failed ({type(exc).__name__}: {' '.join(str(exc).splitlines())})"
-        if cancelled is None:  # an on_kill that does not say what it cancelled
-            return "; the robot was asked to cancel its motions"
-        if isinstance(cancelled, int) and not isinstance(cancelled, bool):  # a count, from older callers
-            return f"; the robot was asked to cancel {cancelled} motion{'' if cancelled == 1 else 's'}"
-        names = [str(name) for name in cancelled]
-        if not names:
-            return "; no robot motion was in progress"
-        return f"; cancelled the robot's {', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]}"
 
     def _respawn(self) -> str:
         """Start a fresh worker and give it back the defs and plain variables; a note on what was lost."""
