@@ -23,9 +23,10 @@ ATTR_ACT_BADARCH = 2  # SCMP_FLTATR_ACT_BADARCH
 ATTR_CTL_NNP = 3  # SCMP_FLTATR_CTL_NNP: set no_new_privs on load, so no privilege is needed to load
 
 # What the worker's request loop, the interpreter and glibc's allocator call after setup; unknown names
-# (another architecture's) are skipped. No open/openat/stat of paths, no fork/clone/exec, no ioctl.
+# (another architecture's) are skipped. No open/openat/stat of paths, no fork/clone/exec, no ioctl, and no
+# fcntl (F_SETOWN with O_ASYNC would have the kernel send SIGIO to another process).
 ALLOWED = (
-    "read", "readv", "write", "writev", "close", "fstat", "lseek", "fcntl", "dup", "poll", "ppoll", "getcwd",
+    "read", "readv", "write", "writev", "close", "fstat", "lseek", "poll", "ppoll", "getcwd",
     "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall",
     "futex", "sched_yield", "clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep",
