@@ -587,11 +587,11 @@ def main(argv: list[str]) -> None:
     """Entry point: read the init message, harden the process, say ready, then serve requests."""
     init = json.loads(read_frame(int(argv[1])))
     limits = init["limits"]
+    for codec in ("ascii", "latin-1", "utf-16", "utf-32"):
+        "".encode(codec)  # load the common codecs now: no imports are possible once hardened
     report = harden(int(argv[1]), int(argv[2]), int(limits["memory_mb"]), seccomp=init.get("seccomp") is True)
     worker = Worker(3, 4, list(init["api"]), limits)
     warnings.simplefilter("ignore")
-    for codec in ("ascii", "latin-1", "utf-16", "utf-32"):
-        "".encode(codec)  # load the common codecs now: no imports are possible later
     sys.setrecursionlimit(int(limits["recursion_limit"]) + 30)
     sys.displayhook = worker.display
     sys.addaudithook(_audit)
