@@ -12,10 +12,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from teachbot.console.approval import ApprovalGate
+from teachbot.console.bounds import Bounds
 from teachbot.console.budget import PromptTooLong, TokenBudget
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import ExampleSource, PromptBuilder
@@ -41,11 +42,15 @@ class CoreConfig:
     context_tokens: int = 0  # the interaction model's context (0: no limit)
     reserve_tokens: int = 256  # kept free for its reply
     approval: str = "approval"  # the approval gate's config (config/approval.yaml, a path), or "none"
+    bounds: Bounds = Bounds()  # sizes console code can make this process hold (the session gets the transcript's)
 
     @classmethod
     def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
+        bounds = Bounds.from_config(interaction.get("bounds"))
         return cls(
-            session=SessionConfig.from_config(interaction.get("session", {})),
+            bounds=bounds,
+            session=replace(SessionConfig.from_config(interaction.get("session", {})),
+                            max_transcript_chars=bounds.max_transcript_chars),
             examples_k=int(interaction.get("examples_k", 16)),
             learn_deadline=float((learning or {}).get("deadline", 120.0)),
             context_tokens=int(interaction.get("context_tokens", 0)),
@@ -95,6 +100,7 @@ class InteractionCore:
             corrections.learned = knowledge.applied_values
         self.known_objects = known_objects  # what the robot knows now without waiting (the knowledge block)
         self.config = config or CoreConfig()
+        dialog.limit(self.config.bounds)
         self.learner, self.scene_objects, self.log = learner, scene_objects, log
         self.on_entry = on_entry or (lambda _episode, _entry, _first: None)
         self.budget = TokenBudget(self.config.context_tokens, self.config.reserve_tokens)
@@ -111,7 +117,7 @@ class InteractionCore:
         self.approval = ApprovalGate.load(self.config.approval, api, dialog, log)
         functions = self.approval.wrap(functions) if self.approval is not None else functions
         functions["learn_from_interaction"] = self.learn_from_interaction
-        self.sandbox = SandboxExecutor(api.bind(functions), limits or SandboxLimits(), on_kill=on_kill,
+        self.sandbox = SandboxExecutor(api.bind(functions, bounds=self.config.bounds), limits or SandboxLimits(), on_kill=on_kill,
                                       robot_functions=api.motion_names)
         self.episode_id = ""
         self.session: ConsoleSession | None = None
@@ -186,7 +192,7 @@ class InteractionCore:
 
     def _say(self, text: str) -> None:
         """Speak even when the dialog is closed (the person may still be listening on the topic)."""
-        self.dialog.on_say(text)
+        self.dialog.on_say(self.dialog.fit(text))
 
     # ------------------------------------------------------------------ knowledge
     def _objects_now(self) -> list[str]:
@@ -255,7 +261,7 @@ class InteractionCore:
         if self.knowledge is not None:
             self.knowledge.forget()
         message = reply.message
-        self.dialog.say(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}")
+        self.dialog.say(self.dialog.fit(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}"))
         return None
 
     def close(self) -> None:
