@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -316,3 +317,30 @@ def test_a_signal_that_kills_a_worker_under_bwrap_reads_as_that_signal(tmp_path:
     script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n")
     proc = OsPlan(IsolationConfig("bwrap"), bwrap=os_layer.detect().bwrap).spawn(str(script), [], ())
     assert proc.wait(timeout=30) == -signal.SIGXCPU and proc.poll() == -signal.SIGXCPU
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.parametrize("layer", ["auto", "seccomp"])
+def test_a_killed_worker_leaves_no_process_behind(layer: str) -> None:
+    """A busy loop killed on the wall clock ends with every process of its worker, bwrap's included: under
+    bwrap the worker is a grandchild, and killing only the process started here left it spinning."""
+    if layer == "auto" and not os_layer.detect().bwrap:
+        pytest.skip(f"bwrap does not work here: {os_layer.detect().bwrap_problem}")
+    with SandboxExecutor({}, SandboxLimits(wall_time=0.5, cpu_time=30), isolation_config=IsolationConfig(os_layer=layer)) as ex:
+        assert ex.run("1 + 1").outputs == ["2"]
+        tree = [ex._worker.proc.pid, *os_layer.descendants(ex._worker.proc.pid)]
+        assert len(tree) == (3 if layer == "auto" else 1)  # bwrap, the namespace's init bwrap, the worker
+        result = ex.run("while True:\n    pass")
+        assert result.error_type == "Timeout" and result.killed, result
+        deadline = time.monotonic() + 5.0
+        while any(map(_alive, tree)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in tree if _alive(pid)]
+        assert ex.run("2 + 2").outputs == ["4"]

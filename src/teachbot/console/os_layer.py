@@ -14,10 +14,12 @@ started unless ``allow_no_os_layer: true`` says so explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -161,8 +163,43 @@ def detect() -> Detected:
     return _detect(python_executable(), os.geteuid())
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, read from /proc (children before grandchildren)."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop(0)
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = Path(f"/proc/{parent}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.append(child)
+                    queue.append(child)
+    return found
+
+
 class _BwrapPopen(subprocess.Popen):  # type: ignore[type-arg]
-    """bwrap reports a child killed by signal n as status 128 + n; turn that back into -n like a direct child."""
+    """bwrap reports a child killed by signal n as status 128 + n; turn that back into -n like a direct child.
+
+    bwrap forks: the process started here watches a second bwrap, the init of the new PID namespace, which
+    runs the worker. SIGKILL to the first alone orphans the other two, and a worker in a busy loop would
+    spin on forever; so ``kill()`` kills the whole tree (the namespace's init taking the worker with it).
+    """
+
+    def kill(self) -> None:
+        if self.returncode is not None:
+            return
+        below = descendants(self.pid)  # read before the first kill: orphans are no longer found under it
+        super().kill()
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def _from_bwrap(self, code: int) -> int:
         if 128 < code <= 128 + 64:
