@@ -3,6 +3,7 @@ before any test initialises rclpy, so test runs never talk to the network or to 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from teachbot.ros_env import configure_loopback  # noqa: E402
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # an xdist worker inherits the domain the controller reserved: each worker's session stack needs its own
+    os.environ.pop("ROS_DOMAIN_ID", None)
 configure_loopback()
 
 

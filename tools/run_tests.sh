@@ -26,8 +26,16 @@ for arg in "$@"; do
   if [[ $arg != -* && -e ${arg%%::*} ]]; then targets=(); break; fi
 done
 
-echo "+ python -m pytest ${targets[*]} -q $*"
-"$VENV/bin/python" -m pytest "${targets[@]}" -q "$@"
+# One test process per core (TEACHBOT_TEST_WORKERS overrides; 1 runs in this process). Whole files go to a
+# worker, so module fixtures stay in one process; each worker reserves a ROS domain of its own (conftest.py).
+workers=${TEACHBOT_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+parallel=()
+if [[ $workers -gt 1 && " $* " != *" -n "* ]] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+
+echo "+ python -m pytest ${targets[*]} -q ${parallel[*]} $*"
+"$VENV/bin/python" -m pytest "${targets[@]}" -q "${parallel[@]}" "$@"
 rc=$?
 if [[ $rc == 5 ]]; then
   echo "run_tests: pytest collected no tests; counting that as a failure" >&2
