@@ -301,3 +301,29 @@ def test_a_statement_the_llm_wrote_is_held_until_the_person_answers(tmp_path, an
     else:
         assert robot.moves == []
         assert lines[3] == f"MotionNotApproved: {CALL} was not approved, so the robot did not move; the person said: {answer!r}"
+
+
+def test_a_call_with_long_arguments_still_asks_a_question_the_dialog_will_say(tmp_path):
+    """The statement in the question is cut, so a long argument cannot push the question past max_say_chars."""
+    functions, table, said = tabletop_gate(tmp_path, "always", ["yes"])
+    long_name = "red block " * 200
+    table.positions[long_name] = [0.0, -0.5]
+    assert functions["put_first_on_second"](long_name, "blue bowl") == "success"
+    assert len(said) == 1 and len(said[0]) < 400 and said[0].endswith("...)? Say yes or no.")
+
+
+def test_waiting_for_the_answer_is_not_robot_time(tmp_path):
+    """The question is asked inside the motion call the sandbox times: the person's half second of thought
+    must not use the robot-time budget."""
+    from teachbot.console.robot_time import RobotClock
+
+    dialog = DialogChannel(timeout=5.0)
+    gate = ApprovalGate.load(str(gate_config(tmp_path, "tabletop", {"put_first_on_second": "always"})),
+                             RobotApi.load("tabletop"), dialog)
+    functions = gate.wrap(Table({}).functions())
+    clock = RobotClock(per_snippet=10.0, per_episode=10.0)
+    began = time.monotonic()
+    threading.Timer(0.5, dialog.put_user, ("yes",)).start()
+    with clock.motion("put_first_on_second"):
+        assert functions["put_first_on_second"]("red block", "blue bowl") == "success"
+    assert time.monotonic() - began >= 0.45 and clock.snippet < 0.3, clock.snippet

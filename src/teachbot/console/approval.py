@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from teachbot.config import load_yaml, resolve_config
+from teachbot.console import robot_time
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.emergency_stop import safety_texts
 from teachbot.console.issue_guard import call_text
 from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError, MotionNotApproved
+
+CALL_CHARS = 300  # of the statement shown in the question; longer arguments are cut with '...'
 
 NEVER, ALWAYS, OUTSIDE = "never", "always", "outside"
 NO_GATE = ("", "none", "off")  # config/interaction.yaml `approval:` values that turn the gate off
@@ -291,9 +294,12 @@ class ApprovalGate:
     def approve(self, call: str, reason: str) -> None:
         """Ask the person; returns on a clear yes, raises MotionNotApproved otherwise (TimeoutError: no answer)."""
         texts = self.config.wording
-        question = texts["question"].format(call=call, reason=reason)
+        if len(call) > CALL_CHARS:  # arguments may be long: the question must stay one the dialog will say
+            call = call[:CALL_CHARS] + "...)"
+        question = self.dialog.fit(texts["question"].format(call=call, reason=reason))
         try:
-            answer = self.dialog.ask(question)
+            with robot_time.not_counted():  # waiting for the person is not robot time
+                answer = self.dialog.ask(question)
         except TimeoutError:
             raise MotionNotApproved(texts["no_answer"].format(call=call, timeout=self.dialog.timeout)) from None
         said = str(answer.get("text", "")) if isinstance(answer, Mapping) else str(answer)
