@@ -240,6 +240,12 @@ def test_config_errors_in_motions_and_zones(tmp_path):
         ApprovalConfig.load(str(path), RobotApi.load("household"))
     with pytest.raises(ConfigError, match="config file not found"):
         ApprovalConfig.load(str(tmp_path / "missing.yaml"), RobotApi.load("tabletop"))
+    raw = yaml.safe_load(SHIPPED.read_text())
+    del raw["profiles"]["household"]["motions"]["point_at"]  # a motion the gate would never ask about
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"profiles.household.motions: must list exactly the functions marked "
+                                          r"`motion: true` in config/robot_api/household.yaml"):
+        ApprovalConfig.load(str(path), RobotApi.load("household"))
 
 
 # ----------------------------------------------------------------------------- through the console

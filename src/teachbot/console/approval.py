@@ -162,6 +162,9 @@ class ApprovalConfig:
             if unknown:
                 raise fail(f"{key}.motions.{name}", f"{unknown} are not parameters of {name}{declared[name].signature}")
             targets[name] = tuple(args)
+        if set(targets) != api.motion_names:  # one list of what moves the robot: the robot API's `motion: true`
+            raise fail(f"{key}.motions", f"must list exactly the functions marked `motion: true` in config/robot_api/"
+                                         f"{api.profile}.yaml: {sorted(api.motion_names)}; it lists {sorted(targets)}")
         default = _rule(section.get("default", NEVER), zones, f"{key}.default", fail)
         own = section.get("rules", {}) or {}
         if not isinstance(own, Mapping):
