@@ -1,20 +1,24 @@
 """A small OpenAI-compatible HTTP server on 127.0.0.1 for offline tests of the LLM layer.
 
 Serves ``POST /v1/chat/completions`` and ``POST /v1/completions``. Each request takes the next
-behaviour from a script (``server.script("429", "ok")``); with the script empty it answers "ok".
+behaviour from a script (``server.script("429", "ok")``); with the script empty it takes
+``server.default`` ("ok" unless set: ``server.default = "503"`` is an endpoint that stays down).
 Behaviours:
 
 - ``ok``: the answer cut at the first of the request's ``stop`` strings, as a real server does
 - ``ignore_stop``: the answer whole, as a server that ignores ``stop``
 - ``no_usage``: like ``ok`` without the ``usage`` object
 - ``empty``: an empty completion
-- ``429`` / ``500`` / ``401`` / ``404``: that status with an OpenAI-style error body
+- ``429`` / ``500`` / ``401`` / ``404``, or any other status but 400 (``502``, ``503``, ``403``, ...): that
+  status with an OpenAI-style error body; ``503;retry-after=2`` also sends the header ``Retry-After: 2``
 - ``400``: HTTP 400 naming no parameter (a context-length error)
 - ``400_stop`` / ``400_temperature`` / ``400_max_tokens``: HTTP 400 in OpenAI's words when the request
   carries ``stop`` / a temperature other than 1 / ``max_tokens``, else ``ok``
-- ``malformed``: status 200, content type JSON, a body that is not JSON
+- ``malformed``: status 200, content type JSON, a body that is not JSON (a streamed request too)
+- ``malformed_stream``: a streamed request gets an event stream whose events are not JSON
 - ``delay:<seconds>``: sleep, then answer ``ok`` (the client has usually given up by then)
-- ``stream_cut``: a streamed request gets half its chunks, then the connection drops without ``[DONE]``
+- ``stream_cut``: a streamed request gets half its chunks, then the connection drops without ``[DONE]``;
+  ``stream_cut:<n>`` gets its first n chunks (the first of a chat stream is the empty role chunk)
 
 The answer is ``server.respond(body)`` when that hook is set, else the next of ``server.answers``,
 else ``server.answer``. ``server.refuse`` (e.g. ``{"stop", "temperature"}``) 400s every request that
@@ -37,7 +41,8 @@ streamed: a streamed request for one gets HTTP 400. A ``respond`` hook that look
 ``tool`` messages scripts a whole conversation.
 
 Every request body is kept in ``server.requests`` (the temperatures a client sent, its stop strings,
-the ``tools`` and ``tool`` messages of a chat with tools).
+the ``tools`` and ``tool`` messages of a chat with tools). ``server.in_flight`` counts the requests being
+answered now (a ``delay`` one still sleeping after its client gave up, a stream still being written).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -82,8 +87,10 @@ class FakeOpenAIServer:
         self.first_token_delay = 0.0
         self.token_delay = 0.0
         self.chunks_sent = 0
+        self.in_flight = 0
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.default = "ok"  # the behaviour while the script is empty
         self._previous_prompt = ""
         self._script: deque[str] = deque()
         self._lock = threading.Lock()
@@ -108,7 +115,7 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests.append(body)
             self.paths.append(path)
-            return self._script.popleft() if self._script else "ok"
+            return self._script.popleft() if self._script else self.default
 
     def next_answer(self, body: dict[str, Any]) -> str | dict[str, Any]:
         if self.respond is not None:
@@ -122,6 +129,17 @@ class FakeOpenAIServer:
             previous, self._previous_prompt = self._previous_prompt, prompt
         common = next((i for i, (a, b) in enumerate(zip(previous, prompt)) if a != b), min(len(previous), len(prompt)))
         return common // 4
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Count one request in ``in_flight`` meanwhile."""
+        with self._lock:
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     def count_chunk(self) -> None:
         with self._lock:
@@ -141,6 +159,15 @@ def _cut(text: str, stop: Any) -> tuple[str, str]:
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
     return (text[: min(hits)], "stop") if hits else (text, "length")
+
+
+def _cut_after(behaviour: str) -> int | None:
+    """The chunks a ``stream_cut`` behaviour lets through (0: half of them); None for any other behaviour."""
+    if behaviour == "stream_cut":
+        return 0
+    if behaviour.startswith("stream_cut:"):
+        return max(1, int(behaviour.split(":", 1)[1]))
+    return None
 
 
 def _prompt_text(kind: str, body: dict[str, Any]) -> str:
@@ -238,20 +265,27 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(ConnectionResetError, BrokenPipeError):
                 super().handle()
 
-        def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
+        def _send(self, status: int, payload: bytes, content_type: str = "application/json",
+                  headers: dict[str, str] | None = None) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client timed out and hung up
 
-        def _error(self, status: int, error: dict[str, Any]) -> None:
-            self._send(status, json.dumps(error).encode())
+        def _error(self, status: int, error: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(error).encode(), headers=headers)
 
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            with server.answering():
+                self._answer()
+
+        def _answer(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             path = self.path.split("?")[0]
@@ -268,8 +302,10 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if behaviour.startswith("delay:"):
                 time.sleep(float(behaviour.split(":", 1)[1]))
                 behaviour = "ok"
-            if behaviour in ("429", "500", "401", "404"):
-                self._error(int(behaviour), {"error": {"message": f"fake {behaviour}", "type": "fake", "code": behaviour}})
+            status, _, retry_after = behaviour.partition(";retry-after=")
+            if len(status) == 3 and status.isdigit() and status != "400":
+                headers = {"Retry-After": retry_after} if retry_after else None
+                self._error(int(status), {"error": {"message": f"fake {status}", "type": "fake", "code": status}}, headers)
                 return
             if behaviour == "400":
                 self._error(400, {"error": {"message": CONTEXT_ERROR, "type": "invalid_request_error", "param": "messages",
@@ -301,7 +337,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 text, finish = _cut(answer, body.get("stop"))
             cached = server.cached_tokens(prompt) if server.cached_prefix else None
             if body.get("stream"):
-                self._stream(kind, model, text, finish, reasoning, body, prompt_chars, cached, cut=behaviour == "stream_cut")
+                self._stream(kind, model, text, finish, reasoning, body, prompt_chars, cached, cut=_cut_after(behaviour),
+                             garbage=behaviour == "malformed_stream")
                 return
             written = (text or "") + (json.dumps(calls) if calls else "")
             time.sleep(server.first_token_delay + server.token_delay * len(pieces(reasoning + written)))
@@ -312,15 +349,16 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, json.dumps(_body(kind, model, text, finish, usage, reasoning, calls)).encode())
 
         def _stream(self, kind: str, model: str, text: str, finish: str, reasoning: str, body: dict[str, Any],
-                    prompt_chars: int, cached: int | None, *, cut: bool) -> None:
+                    prompt_chars: int, cached: int | None, *, cut: int | None, garbage: bool = False) -> None:
+            """Send the reply as SSE chunks; ``cut``: only that many (0: half), then drop the connection."""
             thoughts, words = pieces(reasoning), pieces(text)
             events = [_chunk(kind, model, content="")] if kind == "chat" else []
             events += [_chunk(kind, model, reasoning=p) for p in thoughts] + [_chunk(kind, model, content=p) for p in words]
             events.append(_chunk(kind, model, content="" if kind == "completions" else None, finish=finish))
             if (body.get("stream_options") or {}).get("include_usage"):
                 events.append(_chunk(kind, model, usage=_usage(prompt_chars, len(thoughts) + len(words), cached, len(thoughts))))
-            if cut:
-                events = events[: max(1, len(events) // 2)]
+            if cut is not None:
+                events = events[: cut or max(1, len(events) // 2)]
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -331,9 +369,10 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 for i, event in enumerate(events):
                     if i and server.token_delay:
                         time.sleep(server.token_delay)
-                    self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+                    data = "{this is not json" if garbage else json.dumps(event)
+                    self._write_chunk(f"data: {data}\n\n".encode())
                     server.count_chunk()
-                if cut:
+                if cut is not None:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)  # no [DONE], no final empty chunk
                     return

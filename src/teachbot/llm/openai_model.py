@@ -14,8 +14,11 @@ strings are always cut client-side too, so dropping ``stop`` is safe.
 
 ``stream: true`` reads the reply as it is generated, cuts it at the first stop string and stops
 reading (closing the stream, so the server stops generating) once ``until(text)`` holds:
-``finish_reason`` "early". A stream the server breaks off is retried when nothing usable arrived,
-else what arrived is returned with ``finish_reason`` "interrupted".
+``finish_reason`` "early". A stream the server breaks off is retried when nothing usable arrived
+(no text, or, for a caller that passed ``until``, text ``until`` did not accept: the console would
+otherwise run a statement cut short), else what arrived is returned with ``finish_reason``
+"interrupted". A streamed request answered with something other than an event stream (a body of
+garbage, or a server that ignores ``stream``) is one clear error, not retried.
 
 Retries are ours, not the client's (it runs with ``max_retries=0``) so they are counted: 408/409/429,
 5xx, timeouts and connection errors back off exponentially with jitter, capped at ``backoff_max``.
@@ -395,7 +398,16 @@ class OpenAIModel(RecordingModel):
     def _read_stream(self, stream: Any, stop: tuple[str, ...], until: Callable[[str], bool] | None, deadline: float | None) -> _Reply:
         """Accumulate a streamed reply; close the stream at a stop string, once ``until`` holds, or at the deadline."""
         text, finish, model, usage, chunks = "", "", "", None, 0
+
+        def unusable() -> bool:  # a caller with ``until`` gets no half statement: until(text) was False so far
+            return not text.strip() or until is not None
+
         with stream:  # closing it on leaving hangs up: the server stops generating
+            kind = str(getattr(getattr(stream, "response", None), "headers", {}).get("content-type", ""))
+            if kind and "text/event-stream" not in kind:
+                raise LLMError(f"LLM endpoint {self.base_url} answered a streamed request with {kind.split(';')[0]}, not an "
+                               "event stream; check that it speaks the OpenAI API, or set 'stream: false' for this role in "
+                               "config/llm.yaml", attempts=1)
             chunk_iter = iter(stream)
             while True:
                 try:
@@ -404,7 +416,7 @@ class OpenAIModel(RecordingModel):
                     break
                 except openai.APIError as exc:  # connection dropped, read timeout, or an error event mid-stream
                     reason = "timed out" if isinstance(exc, openai.APITimeoutError) else f"stream cut ({exc.__cause__ or exc})"
-                    if not text.strip():
+                    if unusable():
                         raise _Retryable(f"{reason} after {chunks} chunks") from None
                     return _Reply(text, "interrupted", model, usage, chunks)
                 except ValueError as exc:
@@ -427,12 +439,12 @@ class OpenAIModel(RecordingModel):
                         finish = "early"
                         break
                 if deadline is not None and not finish and time.monotonic() >= deadline:
-                    if not text.strip():
+                    if unusable():
                         raise _Retryable("the deadline passed while the reply streamed")
                     finish = "deadline"
                     break
         if not finish:  # ended without a finish reason: the server broke off
-            if not text.strip():
+            if unusable():
                 raise _Retryable(f"stream ended without a finish reason after {chunks} chunks")
             finish = "interrupted"
         return _Reply(text, finish, model, usage, chunks)

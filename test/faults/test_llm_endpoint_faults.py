@@ -1,0 +1,215 @@
+"""The robot's console with its LLM endpoint failing (issue 15, fault injection): the real OpenAI client
+as config/llm.yaml configures each role (streaming for the interaction role), the interaction core as the
+interaction manager runs it, and the fake OpenAI server on loopback playing the faults.
+
+What the robot must do under each fault: retry exactly as far as config/llm.yaml's ``retries`` allows
+(counted at the server) and no further, backing off as the config says; then say ONE sentence to the
+person naming the problem and what to do; then wait for the person (no request while nobody speaks, and
+the same bound again each time the person asks); and work again on the first request after the endpoint
+recovered. test/test_llm_openai.py proves the client's retry rules one call at a time; this file proves
+the robot's behaviour around them."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("openai")
+
+from fake_openai_server import FakeOpenAIServer, pieces  # noqa: E402
+
+from teachbot.console.dialog import DialogChannel  # noqa: E402
+from teachbot.console.registry import RobotApi  # noqa: E402
+from teachbot.interaction import CoreConfig, InteractionCore  # noqa: E402
+from teachbot.llm import load_llm_config, model_from_config, role_settings  # noqa: E402
+from teachbot.llm.capabilities import REGISTRY  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+CONFIG = load_llm_config()  # the shipped config/llm.yaml: its retry settings are the bound asserted here
+SETTINGS = role_settings(CONFIG, "interaction")
+ATTEMPTS = SETTINGS["retries"] + 1  # the first try and every retry
+REQUEST = "put the red block in the blue bowl"
+MOVE = "put_first_on_second('red block', 'blue bowl')"
+UNREACHABLE = "I cannot reach my language model, so I stopped: LLM endpoint "
+
+
+@dataclass
+class Console:
+    """The robot's console on its own thread, talking to ``server``; what it said and did is recorded."""
+
+    server: FakeOpenAIServer
+    core: InteractionCore
+    dialog: DialogChannel
+    said: list[str]
+    moves: list[tuple[str, str]]
+    sleeps: list[float]  # backoff waits the models asked for (recorded, not slept)
+
+    def ask(self, words: str, *, said: int = 1, moves: int = 0, quiet: float = 0.2) -> int:
+        """The person speaks; wait for the episode to end, then check that nothing more reaches the server
+        while nobody speaks (``quiet`` s); returns the requests the episode cost. ``said``/``moves``: the
+        sentences and motions of the robot it must have caused, exactly."""
+        said_before, moves_before, before, episodes = len(self.said), len(self.moves), len(self.server.requests), self.core.episodes
+        self.dialog.put_user(words)
+        wait_until(lambda: self.core.episodes > episodes, "the episode to end")
+        cost = len(self.server.requests) - before
+        time.sleep(quiet)
+        wait_until(lambda: not self.server.in_flight, "the server's late answers")  # e.g. a delayed one, written to nobody
+        assert len(self.server.requests) - before == cost, "a request after the episode ended, with nobody speaking"
+        assert self.core.episodes == episodes + 1 and len(self.said) == said_before + said, self.said[said_before:]
+        assert len(self.moves) == moves_before + moves, self.moves[moves_before:]
+        return cost
+
+    def transcript(self) -> list[str]:
+        session = self.core.session
+        return session.transcript.render().splitlines() if session else []
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def fresh_capabilities() -> Iterator[None]:
+    REGISTRY.clear()
+    yield
+    REGISTRY.clear()
+
+
+@contextmanager
+def robot_console(**llm: object) -> Iterator[Console]:
+    """A console as the interaction manager builds it, with config/llm.yaml's roles pointed at a fake
+    server (``llm`` overrides defaults such as the timeout; never the retry count)."""
+    with FakeOpenAIServer(answer="wait_for_trigger()\n") as server:
+        raw = copy.deepcopy(CONFIG)
+        raw["llm"]["defaults"].update(base_url=server.base_url, **llm)
+        interaction, functions = model_from_config(raw, "interaction"), model_from_config(raw, "function_generation")
+        said: list[str] = []
+        moves: list[tuple[str, str]] = []
+        sleeps: list[float] = []
+        for model in (interaction, functions):  # the backoff waits recorded, not slept (seconds each)
+            model._sleep = sleeps.append
+            model._rng = random.Random(0)
+        dialog = DialogChannel(said.append, timeout=0.2)
+        robot = {
+            "wait_for_trigger": dialog.wait_for_trigger, "ask": dialog.ask, "say": dialog.say,
+            "get_obj_names": lambda: ["blue bowl", "red block"], "get_obj_pos": lambda name: [0.0, -0.5],
+            "denormalize_xy": lambda xy: xy,
+            "put_first_on_second": lambda a, b: moves.append((a, b)) or "success",
+        }
+        core = InteractionCore(RobotApi.load("tabletop"), robot, dialog, interaction, function_model=functions,
+                               config=CoreConfig(), scene_objects=lambda: ["blue bowl", "red block"])
+        console = Console(server, core, dialog, said, moves, sleeps)
+        thread = threading.Thread(target=console.core.run, daemon=True)
+        thread.start()
+        try:
+            yield console
+        finally:
+            console.core.close()
+            thread.join(timeout=10)
+            console.core.shutdown()
+
+
+def recovers(console: Console) -> None:
+    """The endpoint is back: the person's next request is served and the robot acts, saying nothing more."""
+    console.server.default = "ok"
+    console.server.answers.extend([f"{MOVE}\n>>> ", "wait_for_trigger()\n>>> "])
+    assert console.ask(REQUEST, said=0, moves=1) == 2  # the move, then the model's own wait (nobody answers it)
+    assert console.moves[-1] == ("red block", "blue bowl")
+
+
+def expected_backoff(failure: int, retry_after: float | None = None) -> tuple[float, float]:
+    """The (low, high) wait before retry ``failure`` by config/llm.yaml: base doubling, equal jitter, Retry-After, capped."""
+    delay = min(SETTINGS["backoff_max"], SETTINGS["backoff_base"] * 2 ** (failure - 1))
+    low, high = delay / 2, delay
+    if retry_after is not None:
+        low, high = max(low, retry_after), max(high, retry_after)
+    return min(low, SETTINGS["backoff_max"]), min(high, SETTINGS["backoff_max"])
+
+
+def test_a_burst_of_5xx_and_429_is_retried_to_the_configured_bound_then_said_once():
+    assert ATTEMPTS >= 3, "config/llm.yaml retries: the burst below needs at least two retries"
+    burst = ["503;retry-after=7", "500", "429;retry-after=45", "502", "503", "500", "429"][:ATTEMPTS]
+    with robot_console() as console:
+        console.server.script(*burst)
+        console.server.default = "503"  # and it stays down
+        assert console.ask(REQUEST) == ATTEMPTS
+        assert console.said[0].startswith(UNREACHABLE)
+        assert f"still failing after {ATTEMPTS} attempts (last: HTTP {burst[-1][:3]})" in console.said[0]
+        assert "check that the server is up" in console.said[0] and "Tell me again what to do" in console.said[0]
+        hints = [float(b.split("=")[1]) if "=" in b else None for b in burst[:-1]]
+        assert len(console.sleeps) == ATTEMPTS - 1
+        for n, (slept, hint) in enumerate(zip(console.sleeps, hints), start=1):
+            low, high = expected_backoff(n, hint)
+            assert low <= slept <= high, (n, slept, hint)
+        assert console.sleeps[2] == SETTINGS["backoff_max"]  # a Retry-After over backoff_max waits backoff_max
+        assert console.moves == [] and console.transcript() == [">>> wait_for_trigger()"]  # waiting for the person
+        # still down: each request of the person costs the same bound and one sentence, never more
+        assert [console.ask("try again please") for _ in range(2)] == [ATTEMPTS, ATTEMPTS]
+        assert all(s.startswith(UNREACHABLE) for s in console.said) and len(console.said) == 3
+        recovers(console)
+
+
+CUT_STATEMENT = f"{MOVE} if 'green block' in get_obj_names() else say('I see no green block.')\n"
+CUT_AT = 1 + next(i + 1 for i, text in enumerate(itertools.accumulate(pieces(CUT_STATEMENT))) if text == MOVE)
+
+
+@pytest.mark.parametrize("fault, last", [
+    ("delay:0.5", "timed out after 0.2 s"),  # the server answers after the client gave up
+    ("stream_cut:1", "after 0 chunks"),  # the connection drops before any text
+    (f"stream_cut:{CUT_AT}", f"after {CUT_AT - 1} chunks"),  # ... halfway through a statement
+], ids=["timeout", "stream_cut_before_text", "stream_cut_mid_statement"])
+def test_timeouts_and_cut_streams_are_retried_to_the_bound_and_never_run_half_a_statement(fault, last):
+    with robot_console(timeout=0.2) as console:
+        console.server.answer = CUT_STATEMENT  # cut after MOVE, it would move the block the whole statement leaves
+        console.server.default = fault
+        assert console.ask(REQUEST) == ATTEMPTS
+        assert console.said[0].startswith(UNREACHABLE) and f"still failing after {ATTEMPTS} attempts" in console.said[0]
+        assert last in console.said[0]
+        assert console.moves == [] and console.transcript() == [">>> wait_for_trigger()"]  # no half statement ran
+        assert console.ask("try again please") == ATTEMPTS
+        console.server.default = "ok"  # back: the whole statement runs, and it says rather than moves
+        console.server.answers.extend([CUT_STATEMENT, "wait_for_trigger()\n"])
+        assert console.ask(REQUEST) == 2 and console.said[-1] == "I see no green block."
+        recovers(console)
+
+
+@pytest.mark.parametrize("fault, hint", [
+    ("400", "HTTP 400 (This model's maximum context length"),  # a bad request: the same request fails again
+    ("401", "HTTP 401 (fake 401); check the API key"),
+    ("malformed", "answered a streamed request with application/json, not an event stream; check that it speaks the OpenAI API"),
+    ("malformed_stream", "streamed malformed JSON (JSONDecodeError); check that it speaks the OpenAI API"),
+], ids=["400", "401", "garbage_body", "garbage_events"])
+def test_a_request_the_endpoint_refuses_or_garbles_is_not_retried(fault, hint):
+    with robot_console() as console:
+        console.server.default = fault
+        assert console.ask(REQUEST) == 1  # no retry: the same request would fail the same way
+        assert console.said[0].startswith(UNREACHABLE) and hint in console.said[0], console.said[0]
+        assert console.sleeps == [] and console.moves == []
+        assert console.ask("try again please") == 1  # the person asks again: one request again
+        recovers(console)
+
+
+def test_a_burst_while_writing_a_missing_function_is_bounded_too():
+    """The function generation role (not streamed) under the same burst: its own bound, one sentence."""
+    assert role_settings(CONFIG, "function_generation")["retries"] + 1 == ATTEMPTS
+    with robot_console() as console:
+        console.server.answers.append("tidy_up()\n")  # an undefined function: the console asks for its definition
+        console.server.script("ok", *["503"] * ATTEMPTS)
+        assert console.ask(REQUEST) == 1 + ATTEMPTS
+        assert console.server.paths[0] == console.server.paths[-1] == "/v1/chat/completions"
+        assert "max_tokens" in console.server.requests[-1] and "stream" not in console.server.requests[-1]
+        assert console.said[0].startswith(UNREACHABLE) and f"still failing after {ATTEMPTS} attempts" in console.said[0]
+        assert console.moves == [] and len(console.sleeps) == ATTEMPTS - 1
+        recovers(console)
