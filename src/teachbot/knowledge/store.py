@@ -11,7 +11,8 @@ As in ``teachbot.memory.store``: there is no index, listing is reading the direc
 to a dot-named temp file in the same directory, is fsync'ed, renamed over the final name and the
 directory is fsync'ed (``teachbot.memory.files``), so a ``kill -9`` at any point leaves the whole
 entry or none of it, and several processes may add at once. A store object notices what other
-processes added or removed (one stat of the directory when nothing changed).
+processes added or removed (one stat of the directory when nothing changed). A write that fails (a
+full disk) is a KnowledgeError saying so and what to do; the stored entries stay as they were.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError, utc_now_iso
 from teachbot.memory.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
+from teachbot.memory.store import write_failure
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +135,13 @@ class KnowledgeStore:
         A duplicate id raises KnowledgeError.
         """
         prepared = _prepare(entry)
-        with self._lock, file_lock(self.directory):
-            if not self._add_locked(prepared):
-                raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
+        try:
+            with self._lock, file_lock(self.directory):
+                if not self._add_locked(prepared):
+                    raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
+        except OSError as exc:  # write_atomic removed its temp file: the store is as it was
+            raise KnowledgeError(write_failure(exc, f"the knowledge entry {prepared.id!r}", self.directory,
+                                               "memory.store.knowledge_dir")) from None
         return prepared.id
 
     def remove(self, entry_id: str) -> None:

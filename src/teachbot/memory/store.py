@@ -11,7 +11,9 @@ Layout (``memory_store/`` in the share dir unless configured otherwise)::
 There is no shared index: listing is reading the directory. Every write goes to a temp file in the
 same directory, is fsync'ed, renamed over the final name and the directory is fsync'ed, so a
 ``kill -9`` at any point leaves either the whole example or none of it (plus, at worst, a dot-named
-temp file that loading ignores and later quarantines). Several processes may add at once.
+temp file that loading ignores and later quarantines). Several processes may add at once. A write
+that fails (a full disk: ENOSPC) leaves the stored examples as they were and is a MemoryStoreError
+saying so and what to do (``write_failure``), never a bare OSError that would take the memory node down.
 
 The example files stay the only source of truth. To start quickly with many of them, a scan that had
 to parse many files writes ``.cache/examples.snapshot``: the parsed examples with each file's inode,
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import gc
 import hashlib
 import json
@@ -190,10 +193,14 @@ class MemoryStore:
         """add(), returning the example as stored and ``version`` just before it went in (it is one more after)."""
         prepared = _prepare(example)
         validate_learned(prepared)
-        with self._lock, self._file_lock():
-            before = self._version
-            if not self._add_locked(prepared):
-                raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
+        try:
+            with self._lock, self._file_lock():
+                before = self._version
+                if not self._add_locked(prepared):
+                    raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
+        except OSError as exc:  # write_atomic removed its temp file: the store is as it was
+            raise MemoryStoreError(write_failure(exc, f"the example {prepared.id!r}", self.learned_dir,
+                                                 "memory.store.learned_dir")) from None
         return prepared, before
 
     def remove(self, example_id: str) -> None:
@@ -401,6 +408,16 @@ class MemoryStore:
 
     def _quarantine(self, path: Path, why: str) -> None:
         quarantine(path, self.quarantine_dir, why, log, "memory store")
+
+
+def write_failure(exc: OSError, what: str, directory: Path, config_key: str) -> str:
+    """The message for a write into ``directory`` that failed with ``exc``: the cause, what was kept, what to do."""
+    where = f"set {config_key} in config/memory.yaml to another disk"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"cannot store {what}: the disk holding {directory} is full ({exc.strerror}); it was not stored and "
+                f"nothing stored before was changed. Free space on that disk, or {where}")
+    return (f"cannot store {what} in {directory}: {exc.strerror or exc}; it was not stored and nothing stored before "
+            f"was changed. Check that the directory is writable, or {where}")
 
 
 def _signature(info: os.stat_result) -> tuple[int, int, int, int]:

@@ -11,6 +11,9 @@ Guarantees (as the example store's, teachbot.memory.files):
   record survives ``kill -9`` and power loss; concurrent writers in several processes never interleave.
 - Readers never take the lock: they read whole lines only and skip a line that does not parse (only a
   torn tail can be one), so a crash mid-append costs at most the record being written.
+- A record that cannot be written whole (a full disk: a short write, ENOSPC at write or fsync) is cut
+  off again before the lock is released and the append raises TaskLogError saying so; the log is as it
+  was, never acknowledged with a torn last line.
 - Reading is incremental: each task's file is parsed from where the last read stopped, so a query over
   10k logged actions costs what is new since the last one, not the whole log.
 """
@@ -28,14 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teachbot.errors import ConfigError
+from teachbot.errors import ConfigError, TeachbotError
 from teachbot.memory.files import file_lock, fsync_dir
+from teachbot.memory.store import write_failure
 from teachbot.taskmemory.specs import ObjectInfo
 
 LOG = logging.getLogger(__name__)
 SUFFIX = ".jsonl"
 BEGIN, ACTION = "begin", "action"
 MAX_LINE = 1 << 20  # bytes of one record; a bigger one is refused, never written half
+
+
+class TaskLogError(TeachbotError):
+    """A record could not be written (e.g. the disk is full); the log is as it was before the append."""
 
 
 @dataclass(frozen=True)
@@ -116,15 +124,21 @@ class TaskLogStore:
         path = self.path(record.task)
         with self._guard, file_lock(self.directory):
             new = not path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            except OSError as exc:
+                raise TaskLogError(write_failure(exc, f"a record of task {record.task!r}", self.directory,
+                                                 "memory.store.tasks_dir")) from None
             try:
                 size = os.fstat(fd).st_size
                 tail = _torn_tail(fd, size)
                 if tail:
                     LOG.warning("task log %s: cutting a torn last record of %d bytes (a writer died mid-append)", path, tail)
                     os.ftruncate(fd, size - tail)
-                os.write(fd, line)
-                os.fsync(fd)
+                _append_whole(fd, line, size - tail, path)
+            except OSError as exc:
+                raise TaskLogError(write_failure(exc, f"a record of task {record.task!r}", self.directory,
+                                                 "memory.store.tasks_dir")) from None
             finally:
                 os.close(fd)
             if new:
@@ -217,6 +231,23 @@ def _fresh(record: LogRecord) -> bool:
 
 
 RESUMED = "(resumed) "  # the instruction of a begin record that resumes an unfinished run
+
+
+def _append_whole(fd: int, line: bytes, end: int, path: Path) -> None:
+    """Write ``line`` at the end of the log (which is ``end`` bytes long) and fsync, or leave the log ``end``
+    bytes long and raise: a write may take only part of the line (a full disk), and fsync may fail after it."""
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError:
+        try:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        except OSError as undo:  # the next append cuts the torn tail; readers skip it meanwhile
+            LOG.warning("task log %s: could not cut a partly written record (%s)", path, undo)
+        raise
 
 
 def _torn_tail(fd: int, size: int) -> int:
