@@ -50,7 +50,7 @@ from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.raider_ros import IssueDetectionClient
-from teachbot.nodes.skill_client import SkillClient
+from teachbot.nodes.skill_client import DONE, GONE, SkillClient, wait_served
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
@@ -384,11 +384,13 @@ class InteractionManagerNode(Node):
 
 
 def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
-    """A service call from a non-executor thread, with an overall timeout."""
-    done = threading.Event()
+    """A service call from a non-executor thread, with an overall timeout; a server that leaves the graph
+    while the call waits (its node was killed) fails it within about a second, as a TimeoutError too."""
     future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout):
+    ended = wait_served(future, timeout, client.service_is_ready)
+    if ended == GONE:
+        raise TimeoutError(f"{what} stopped answering: its node is gone from the ROS graph (it stopped or was killed)")
+    if ended != DONE:
         raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
     return future.result()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,9 @@ CANCEL_GRACE = 5.0  # seconds a timed-out call waits for its cancel to be accept
 
 # what a skills node answered to a cancel request
 ACCEPTED, REFUSED, GONE, UNANSWERED = "accepted", "refused", "gone", "unanswered"
+# how a wait on a server ended (wait_served): answered, ran out of time, or the server left the graph
+DONE, TIMEOUT = "done", "timeout"
+GONE_POLL = 0.1  # seconds between checks that the server of a pending call is still on the graph
 
 
 @dataclass(eq=False)
@@ -65,6 +69,27 @@ def _wait_done(future: Any, timeout: float) -> bool:
     future.add_done_callback(lambda _f: done.set())
     # a future that is already done schedules its callback on the executor: do not wait for that
     return future.done() or done.wait(max(0.0, timeout))
+
+
+def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: float = GONE_POLL) -> str:
+    """Wait up to ``timeout`` for ``future`` while its server is on the graph: DONE, TIMEOUT, or GONE when
+    ``ready()`` (the client's server_is_ready/service_is_ready), true at some point, turns false.
+
+    Fast DDS drops a participant killed with kill -9 after its lease (config/fastdds_localhost.xml,
+    about 1 s), so a dead server is noticed within that instead of at the end of ``timeout``.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    seen = False
+    while not (future.done() or done.wait(max(0.0, min(poll, deadline - time.monotonic())))):
+        if ready():
+            seen = True
+        elif seen:
+            return GONE
+        if time.monotonic() >= deadline:
+            return TIMEOUT
+    return DONE
 
 
 def _wait_future(future: Any, timeout: float, what: str) -> Any:
@@ -179,8 +204,15 @@ class SkillClient:
         allowed = timeout if left is None or left[0] >= timeout else max(0.0, left[0])
         handle = self._track(self.send(name, **fields))
         future = handle.result_future()
-        if _wait_done(future, allowed):
+        ended = wait_served(future, allowed, self._clients[name].server_is_ready)
+        if ended == DONE:
             return future.result().result.result
+        if ended == GONE:  # killed or crashed: its result will never come, and nothing is left to cancel
+            self._forget(handle)
+            raise ControllerError(
+                f"the skills node stopped answering (it is gone from the ROS graph) while {name} was running; "
+                "the skill did not finish. Try again once the skills node is back (the launcher restarts it)"
+            )
         grace = self.cancel_grace
         deadline = time.monotonic() + grace
         answer = self._cancel_answer(handle, handle.goal_handle.cancel_goal_async(), grace)

@@ -42,6 +42,8 @@ from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
+STATE_STALE = 1.0  # wall seconds without a joint state after which the driver counts as gone (a killed sim):
+# the skill's clock (RosArm.now) then fails, so the skill ends with an error instead of waiting out its backstop
 # finished goals are kept this long for late result requests; every kept goal is re-sent in each
 # status update, so a long window makes each round trip slower as goals accumulate
 RESULT_TIMEOUT = 1
@@ -60,6 +62,7 @@ class RosArm:
         self._fingers = profile.finger_joints
         self._state: dict[str, float] = {}
         self._stamp: float | None = None  # stamp of the latest joint state: the arm's own clock
+        self._arrived: float | None = None  # time.monotonic() when the latest joint state came in
         self._have_state = threading.Event()
         # the e-stop and every outgoing command share this lock, so no trajectory can follow a hold
         self._command_lock = threading.Lock()
@@ -72,6 +75,7 @@ class RosArm:
         self._state.update(zip(msg.name, msg.position))
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._stamp = stamp if stamp > 0 else None
+        self._arrived = time.monotonic()
         if all(n in self._state for n in self.arm_joints):
             self._have_state.set()
 
@@ -130,7 +134,16 @@ class RosArm:
             raise EmergencyStopError("emergency stop is active; publish false on the emergency stop topic to release it")
 
     def now(self) -> float:
-        """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped."""
+        """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped.
+
+        ControllerError when joint states stopped coming for :data:`STATE_STALE` s: the driver (or the
+        sim node) is gone, and a skill must not wait on a clock that stopped."""
+        arrived = self._arrived
+        if arrived is not None and time.monotonic() - arrived > STATE_STALE:
+            raise ControllerError(
+                f"the arm's joint states stopped {time.monotonic() - arrived:.1f} s ago: the robot driver (or the "
+                "sim node) is gone; the skill stopped. Try again once it is back (the launcher restarts it)"
+            )
         return self._stamp if self._stamp is not None else time.monotonic()
 
     def sleep(self, seconds: float) -> None:
