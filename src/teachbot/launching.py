@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teachbot.nodeset import PACKAGE, arguments, node_set
+from teachbot.nodeset import PACKAGE, NodeSpec, arguments, node_set
+from teachbot.supervisor import RESPAWN_DELAY
 
 
 def generate_launch_description(mode: str) -> Any:
@@ -39,6 +40,12 @@ def launch_nodes(mode: str, context: Any) -> list[Any]:
         if spec.provided_by and not spec.available():
             actions.append(LogInfo(msg=f"teachbot: {spec.name} node not installed (part '{spec.provided_by}'); skipped"))
             continue
-        actions.append(Node(package=PACKAGE, executable=spec.executable, name=spec.name, output="screen",
-                            parameters=[dict(spec.parameters)]))
+        actions.append(Node(**node_arguments(spec)))
     return actions
+
+
+def node_arguments(spec: NodeSpec) -> dict[str, Any]:
+    """The keyword arguments of launch_ros's Node for ``spec``: a node that dies (kill -9, a crash) is
+    started again after teachbot.supervisor.RESPAWN_DELAY seconds, as ``teachbot sim --processes`` does."""
+    return {"package": PACKAGE, "executable": spec.executable, "name": spec.name, "output": "screen",
+            "parameters": [dict(spec.parameters)], "respawn": True, "respawn_delay": RESPAWN_DELAY}

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--real-time-factor", type=float, default=None, metavar="X",
                      help="simulated seconds per wall second; 0 = as fast as possible (default: config/sim.yaml)")
     sim.add_argument("--no-camera", action="store_true", help="do not render or publish camera images")
+    sim.add_argument("--processes", action="store_true",
+                     help="run each node in its own process and restart one that dies (like ros2 launch's respawn)")
     add_stack_args(sim)
     sim.set_defaults(func=run)
 
@@ -64,9 +66,10 @@ def serve(mode: str, args: argparse.Namespace) -> int:
     if args.dry_run:
         print(describe(specs))
         return 0
+    if getattr(args, "processes", False):
+        return _supervise(mode, specs)
     import rclpy
     from rclpy.signals import SignalHandlerOptions
-
 
     # rclpy's own handlers would shut the context down under the running nodes; here Ctrl-C and
     # SIGTERM (a service manager, `timeout`) end the wait below and the nodes stop in order
@@ -119,5 +122,33 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
     finally:
         print("stopping ...", flush=True)
         stack.stop()
+        print("stopped", flush=True)
+    return 0
+
+
+def _supervise(mode: str, specs: list[NodeSpec]) -> int:
+    """Each node in its own process (teachbot.supervisor), restarted when it dies, until Ctrl-C or SIGTERM."""
+    from teachbot.ros_env import configure_loopback
+    from teachbot.supervisor import Supervisor
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    configure_loopback()  # the children inherit ROS_DOMAIN_ID and the loopback DDS profile
+    supervisor = Supervisor(specs)
+    supervisor.start()
+    domain = os.environ["ROS_DOMAIN_ID"]
+    names = ", ".join(f"{name} (pid {supervisor.pid(name)})" for name in supervisor.children)
+    print(f"teachbot {mode}: {names} on ROS_DOMAIN_ID={domain} (loopback only); a node that dies is restarted; "
+          "Ctrl-C to stop", flush=True)
+    for spec in supervisor.skipped:
+        print(f"  not started: {spec.name} ({spec.module} is not installed)", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("stopping ...", flush=True)
+        supervisor.stop()
         print("stopped", flush=True)
     return 0
