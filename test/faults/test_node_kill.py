@@ -75,7 +75,8 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 class Stack:
     """Supervised sim and skills processes plus the interaction manager and a person in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, requests: int = 2) -> None:
+        """``requests``: how many times the scripted model answers a request with CALL."""
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
@@ -92,7 +93,7 @@ class Stack:
         self.supervisor = Supervisor(specs, respawn_delay=0.3, log=self.log.append)
         self.supervisor.start()
         rclpy.init()
-        self.model = ScriptedModel([CALL, "wait_for_trigger()", CALL, "wait_for_trigger()"])
+        self.model = ScriptedModel([CALL, "wait_for_trigger()"] * requests)
         self.node = InteractionManagerNode(interaction_model=self.model, function_model=ScriptedModel([]), dialog_timeout=60.0)
         self.person = rclpy.create_node("person")
         self.joints: list[tuple[float, list[float]]] = []  # (arrival, positions) of the arm's joint states
@@ -117,26 +118,45 @@ class Stack:
         self.speak_pub.publish(DialogTurn(speaker="user", type="dialog", text=text))
 
     def close(self) -> None:
+        import rclpy
+
         self.executor.shutdown(timeout_sec=2.0)
         self.thread.join(timeout=2.0)
         self.node.close()
+        self.node.destroy_node()
+        self.person.destroy_node()
         self.supervisor.stop()
+        rclpy.shutdown()  # a benchmark builds one stack after another in the same process
+
+
+def kill_mid_skill(stack: Stack, victim: str, request: str) -> tuple[float, str, float]:
+    """Say ``request``, kill -9 ``victim`` one second into the skill: seconds to the console's next line,
+    that line, and the time of the kill (time.monotonic())."""
+    calls = stack.lines().count(f">>> {CALL}")
+    stack.speak(request)
+    wait_until(lambda: stack.lines().count(f">>> {CALL}") > calls, 30.0, "the statement")
+    time.sleep(1.0)  # the arm is moving to the block
+    wait_until(lambda: stack.joints and time.monotonic() - stack.joints[-1][0] < 0.2, 5.0, "joint states")
+    before = len(stack.lines())
+    os.kill(stack.supervisor.pid(victim), signal.SIGKILL)
+    killed = time.monotonic()
+    wait_until(lambda: len(stack.lines()) > before, 30.0, "the console's error line")
+    return time.monotonic() - killed, stack.lines()[before], killed
+
+
+def await_restart(stack: Stack, victim: str, restarts: int) -> None:
+    """Wait for the supervisor's ``restarts``-th restart of ``victim``, the skills to answer, and reset the scene."""
+    wait_until(lambda: sum(f"node {victim} restarted" in line for line in stack.log) >= restarts, 10.0, "the restart")
+    stack.node.skills.wait_ready(60.0)
+    stack.node.skills.reset(scene_yaml=SCENE)
 
 
 def scenario(victim: str) -> None:
     """Kill ``victim`` one second into a put_first_on_second: the error line, the arm still, the restart, success."""
     stack = Stack()
     try:
-        stack.speak("put the red block in the blue bowl")
-        wait_until(lambda: f">>> {CALL}" in stack.lines(), 30.0, "the first statement")
-        time.sleep(1.0)  # the arm is moving to the block
-        wait_until(lambda: stack.joints and time.monotonic() - stack.joints[-1][0] < 0.2, 5.0, "joint states")
-        before = len(stack.lines())
-        os.kill(stack.supervisor.pid(victim), signal.SIGKILL)
-        killed = time.monotonic()
-        wait_until(lambda: len(stack.lines()) > before, 30.0, "the console's error line")
-        elapsed = time.monotonic() - killed
-        error = stack.lines()[before]
+        before = 3  # wait_for_trigger(), the person's words and the call: the error line follows
+        elapsed, error, killed = kill_mid_skill(stack, victim, "put the red block in the blue bowl")
         print(f"kill->error {victim}: {elapsed:.2f} s: {error}", flush=True)
         assert elapsed <= GOAL, f"the error line came {elapsed:.2f} s after kill -9 of {victim}: {error}"
         assert error.startswith(("ControllerError:", "'the arm")) or "joint states stopped" in error, error
@@ -148,10 +168,8 @@ def scenario(victim: str) -> None:
             late = [q for t, q in stack.joints if t > killed + 2.5]
             drift = max(abs(a - b) for a, b in zip(late[0], late[-1]))
             assert drift < 1e-3, f"the arm still moved {drift:.4f} rad 2.5 s after the skills node was killed"
-        wait_until(lambda: any(f"node {victim} restarted" in line for line in stack.log), 10.0, "the restart")
+        await_restart(stack, victim, 1)
         assert any(f"node {victim} (pid" in line and "SIGKILL" in line for line in stack.log), stack.log
-        stack.node.skills.wait_ready(60.0)
-        stack.node.skills.reset(scene_yaml=SCENE)
         stack.speak("try again")
         wait_until(lambda: stack.lines().count(f">>> {CALL}") == 2 and stack.lines()[-1] != f">>> {CALL}", 60.0,
                    "the second request")

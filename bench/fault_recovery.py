@@ -1,0 +1,57 @@
+"""Time from ``kill -9`` of a node to the console's error line (issue 15 benchmark; goal: at most 2 s).
+
+The sim and skills nodes run under teachbot.supervisor (``teachbot sim --processes``); the interaction
+manager with a scripted model runs here and asks for put_first_on_second each round. One second into
+the skill the node is killed; the figure is the time until the console's transcript shows the error
+line. Each kill gets a fresh stack. The scenario is the one of test/faults/test_node_kill.py.
+
+    python bench/fault_recovery.py [--runs 3] [--nodes skills,sim]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+import _common as C
+
+GOAL_S = 2.0
+
+
+def main() -> int:
+    """Kill each node ``--runs`` times mid-skill and print the medians, then one JSON line."""
+    parser = C.parser(__doc__.splitlines()[0], runs=3)
+    parser.add_argument("--nodes", default="skills,sim", help="comma-separated nodes to kill (default skills,sim)")
+    args = parser.parse_args()
+    C.setup()
+    sys.path.insert(0, str(C.REPO / "test" / "faults"))
+    import test_node_kill as K  # the scenario's stack and steps
+
+    nodes = [n for n in args.nodes.split(",") if n]
+    times: dict[str, list[float]] = {n: [] for n in nodes}
+    errors: dict[str, str] = {}
+    for victim in nodes:
+        for run in range(args.runs):
+            stack = K.Stack(requests=1)  # a fresh stack per kill: every round starts from the same state
+            try:
+                elapsed, line, _ = K.kill_mid_skill(stack, victim, "put the red block in the blue bowl")
+            finally:
+                stack.close()
+            times[victim].append(elapsed)
+            errors[victim] = line
+            C.say(f"kill -9 {victim} #{run + 1}: error line after {elapsed:.2f} s: {line[:100]}")
+    medians = {n: statistics.median(t) for n, t in times.items()}
+    worst = max(medians.values())
+    for name, value in medians.items():
+        C.say(f"{name:>8}: median {value:.2f} s, max {max(times[name]):.2f} s "
+              f"(goal <= {GOAL_S} s: {'met' if value <= GOAL_S else 'MISSED'})")
+    C.emit({
+        "benchmark": "fault_recovery", "unit": "s", "runs": args.runs, "median": worst, **C.goal_fields(worst, GOAL_S),
+        "nodes": {n: {"median": round(medians[n], 3), "max": round(max(times[n]), 3), **C.goal_fields(medians[n], GOAL_S),
+                      "times": [round(t, 3) for t in times[n]], "error_line": errors[n]} for n in nodes},
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
