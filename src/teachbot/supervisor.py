@@ -8,6 +8,7 @@ every death and restart is one line on the log. Plain Python around subprocess: 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -23,6 +24,14 @@ RESPAWN_DELAY = 0.5  # seconds between a node's death and its restart (also laun
 MAX_RESTARTS_PER_MINUTE = 5  # more deaths than this within 60 s: the node stays down
 POLL = 0.05  # seconds between checks of the children
 STOP_GRACE = 5.0  # seconds a node has to exit after SIGTERM before it is killed
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child between fork and exec only calls it
+
+
+def _die_with_supervisor() -> None:
+    """In the child before exec: SIGTERM when the supervisor's thread that started it ends (a supervisor
+    killed with kill -9 must not leave its nodes running, orphaned, on the robot)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 @dataclass
@@ -81,7 +90,7 @@ class Supervisor:
 
         env = {**(self.env if self.env is not None else os.environ), "TEACHBOT_LOOPBACK": "1"}
         child.process = subprocess.Popen([sys.executable, "-m", "teachbot.nodes.run_one", spec_to_json(child.spec)],
-                                         env=env, start_new_session=True)
+                                         env=env, start_new_session=True, preexec_fn=_die_with_supervisor)
         child.due = None
 
     def _watch(self) -> None:
