@@ -288,7 +288,7 @@ class MethodAgent:
             core.shutdown()
         applied = [{"function": f, "object": o, "values": v} for f, o, v in (knowledge.applied if knowledge else [])]
         return {"variant": variant.name, "role": variant.role, "object": variant.object, "level": task.level,
-                "world": task.world, "corrections": len(person.said), "success": person.success, "said": person.said,
+                "world": task.world, "corrections": len(person.said), "success": person.success, "said": list(person.said),
                 "params": recorder.params() or {}, "applied": applied, "shown": person.shown, "stops": stops,
                 "knowledge_entries": len(self.store.list()) if self.store is not None else 0, "tokens": tokens,
                 "cost_usd": round(cost, 6), "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts),

@@ -476,7 +476,10 @@ class SkillLibrary:
             older = [i for i, (t, _) in enumerate(samples) if t <= now - GRIPPER_STILL_TIME]
             window = [w for _, w in samples[older[-1]:]] if older else []
             settled = bool(window) and max(window) - min(window) < 5e-4
-            if settled and (abs(current - width) < 2e-3 or width == 0.0 or now - samples[0][0] > 0.5):
+            # closing counts as done where the fingers stopped only once they have moved: still at the
+            # start they may not have had the command yet (a loaded machine, a slow driver)
+            moved = abs(current - samples[0][1]) > 2e-3
+            if settled and (abs(current - width) < 2e-3 or (width == 0.0 and moved) or now - samples[0][0] > 0.5):
                 return current
         raise MotionTimeoutError("the gripper did not stop moving; check the gripper driver, then retry")
 
