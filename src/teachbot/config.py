@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +54,15 @@ def resolve_config(name_or_path: str, subdir: str = "") -> Path:
     if candidate.suffix in (".yaml", ".yml") or candidate.is_absolute() or "/" in name_or_path:
         return candidate
     return config_path(subdir, f"{name_or_path}.yaml") if subdir else config_path(f"{name_or_path}.yaml")
+
+
+def dataclass_block(block: Any, cls: type, config: str, key: str) -> Mapping[str, Any]:
+    """``block`` checked as keyword arguments of the dataclass ``cls``: a ConfigError naming the ``config``
+    file and its ``key`` when it is no mapping or holds keys ``cls`` does not have."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{config} config: '{key}' must be a mapping, got {block!r}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(block) - known)
+    if unknown:
+        raise ConfigError(f"{config} config: unknown key(s) {unknown} under '{key}'; known: {sorted(known)}")
+    return block

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from teachbot.commands._args import add_scene_args, add_stack_args, node_set_values
 from teachbot.nodeset import NodeSpec
@@ -114,16 +115,7 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
     skills = ("move_to|grasp|place_object|handover_object_to_human|point_at|open|close|toggle|slice|wipe" if household
               else "pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait")
     print(f"  skills: /skills/<{skills}>; Ctrl-C to stop", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        print("stopping ...", flush=True)
-        stack.stop()
-        print("stopped", flush=True)
-    return 0
+    return _run_until(stop, stack.stop)
 
 
 def _supervise(mode: str, specs: list[NodeSpec]) -> int:
@@ -142,6 +134,11 @@ def _supervise(mode: str, specs: list[NodeSpec]) -> int:
           "Ctrl-C to stop", flush=True)
     for spec in supervisor.skipped:
         print(f"  not started: {spec.name} ({spec.module} is not installed)", flush=True)
+    return _run_until(stop, supervisor.stop)
+
+
+def _run_until(stop: threading.Event, close: Callable[[], None]) -> int:
+    """Wait for Ctrl-C or ``stop`` (SIGTERM), then ``close`` the nodes, saying so."""
     try:
         while not stop.wait(0.5):
             pass
@@ -149,6 +146,6 @@ def _supervise(mode: str, specs: list[NodeSpec]) -> int:
         pass
     finally:
         print("stopping ...", flush=True)
-        supervisor.stop()
+        close()
         print("stopped", flush=True)
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from teachbot.config import dataclass_block
 from teachbot.errors import ArgumentTooLarge, ConfigError
 
 _CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -52,13 +53,7 @@ class Bounds:
     @classmethod
     def from_config(cls, raw: Mapping[str, Any] | None) -> Bounds:
         """The limits from the ``bounds`` block (missing keys keep their defaults; unknown keys are an error)."""
-        raw = raw or {}
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"interaction config: 'bounds' must be a mapping, got {raw!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"interaction config: unknown key(s) {unknown} under 'bounds'; known: {sorted(known)}")
+        raw = dataclass_block(raw or {}, cls, "interaction", "bounds")
         try:
             return cls(**{k: int(v) for k, v in raw.items()})
         except (TypeError, ValueError) as exc:

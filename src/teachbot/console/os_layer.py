@@ -23,11 +23,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teachbot.config import load_yaml
+from teachbot.config import dataclass_block, load_yaml
 from teachbot.errors import ConfigError
 from teachbot.paths import config_path
 
@@ -63,13 +63,7 @@ class IsolationConfig:
     def from_config(cls, raw: Mapping[str, Any]) -> IsolationConfig:
         """From the 'isolation:' block of config/sandbox.yaml (the whole file is accepted too)."""
         block = raw.get("isolation", {}) if isinstance(raw, Mapping) and ("limits" in raw or "isolation" in raw) else raw
-        if not isinstance(block, Mapping):
-            raise ConfigError(f"sandbox config: 'isolation' must be a mapping, got {block!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(block) - known)
-        if unknown:
-            raise ConfigError(f"sandbox config: unknown key(s) {unknown} under 'isolation'; known: {sorted(known)}")
-        return cls(**block)
+        return cls(**dataclass_block(block, cls, "sandbox", "isolation"))
 
     @classmethod
     def deployed(cls) -> IsolationConfig:

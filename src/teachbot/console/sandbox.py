@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from teachbot.config import dataclass_block
 from teachbot.console._sandbox_worker import (
     CONSOLE_BUILTINS,
     EXIT_MEMORY,
@@ -85,13 +86,8 @@ class SandboxLimits:
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> SandboxLimits:
         """Limits from the 'limits:' block of config/sandbox.yaml (the whole file is accepted too)."""
-        block = raw.get("limits", raw) if isinstance(raw, Mapping) else raw
-        if not isinstance(block, Mapping):
-            raise ConfigError(f"sandbox config: 'limits' must be a mapping, got {block!r}")
+        block = dataclass_block(raw.get("limits", raw) if isinstance(raw, Mapping) else raw, cls, "sandbox", "limits")
         known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(block) - set(known))
-        if unknown:
-            raise ConfigError(f"sandbox config: unknown key(s) {unknown} under 'limits'; known: {sorted(known)}")
         try:
             return cls(**{k: (int(v) if known[k].type == "int" else float(v)) for k, v in block.items()})
         except (TypeError, ValueError) as exc:
