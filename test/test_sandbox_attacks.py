@@ -259,12 +259,16 @@ def test_audit_layer_alone_blocks_reflection_and_io() -> None:
 
 
 FAKE_WORKER = """
-import json, os, struct, sys, time
+import json, os, resource, struct, sys, time
+resource.setrlimit(resource.RLIMIT_CPU, (10, 10))  # as a real worker: never spins on after the test
 r, w = int(sys.argv[1]), int(sys.argv[2])
 def read(n):
     data = b""
     while len(data) < n:
-        data += os.read(r, n - len(data))
+        chunk = os.read(r, n - len(data))
+        if not chunk:  # the parent closed the pipe: a real worker exits too
+            os._exit(0)
+        data += chunk
     return data
 def recv():
     return json.loads(read(struct.unpack(">I", read(4))[0]))
