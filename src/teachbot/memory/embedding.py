@@ -203,18 +203,26 @@ class EmbeddingCache:
             return [None if row is None else self._vector(row) for row in rows]
 
     def put(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Append vectors (float32 rows) for keys not cached yet, durably."""
+        """Append vectors (float32 rows) for keys not cached yet, durably; a disk that refuses (full, read-only)
+        is logged, never raised: a cache must not make an embedding fail."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if len(keys) == 0:
             return
-        with self._lock, open(self.path, "a+b") as handle:
+        try:
+            self._put(keys, vectors)
+        except OSError as exc:
+            log.warning("embedding cache %s: not written (%s); free space on its disk to cache again", self.path, exc)
+
+    def _put(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        # unbuffered: a write the disk refuses fails here, not again when the file is closed
+        with self._lock, open(self.path, "a+b", buffering=0) as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             self._catch_up()
             dim = vectors.shape[1]
             size = handle.seek(0, os.SEEK_END)
             if size < _HEADER.size:  # new file, or a header torn by a killed writer
                 handle.truncate(0)
-                handle.write(_HEADER.pack(_MAGIC, dim))
+                _write_all(handle, _HEADER.pack(_MAGIC, dim))
                 self.dim, self._offset = dim, _HEADER.size
             elif self.dim != dim:
                 raise ConfigError(f"embedding cache {self.path} holds {self.dim}-d vectors but model {self.model_name!r} gives "
@@ -236,9 +244,19 @@ class EmbeddingCache:
                 new_rows.append(vector)
             if new_keys:
                 self._append(new_keys, np.stack(new_rows))
-            handle.write(b"".join(chunks))
-            handle.flush()
-            os.fsync(handle.fileno())
+            end = handle.seek(0, os.SEEK_END)
+            try:
+                _write_all(handle, b"".join(chunks))
+                os.fsync(handle.fileno())
+            except OSError as exc:
+                # a full disk: the vectors stay in this process, only the file does not learn them; a cache
+                # must never make retrieval fail, and a partly written record is cut off again
+                with contextlib.suppress(OSError):
+                    handle.truncate(end)
+                log.warning("embedding cache %s: %d new vectors not written (%s); they are kept in memory, "
+                            "free space on its disk to cache them again", self.path, len(new_keys), exc)
+                self._offset = end
+                return
             self._offset = handle.tell()
 
     # ------------------------------------------------------------------ internals (callers hold _lock)
@@ -420,6 +438,13 @@ class CachedEmbedder:
         for i in missing_at:
             vectors[i] = by_key[keys[i]]
         return vectors
+
+
+def _write_all(handle: Any, data: bytes) -> None:
+    """Write all of ``data`` to an unbuffered file (a raw write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view):]
 
 
 def cached(inner: Embedder, cache_dir: str | Path | None) -> Embedder:
