@@ -31,9 +31,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DELETE_ON_ERROR:
-.PHONY: setup test demo lint bench clean distclean prove-loopback bubblewrap
+.PHONY: setup test demo lint bench clean distclean prove-loopback
 
-setup: $(STAMPS)/teachbot $(STAMPS)/interfaces bubblewrap
+setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap
 
 # The ROS 2 Kilted wheels are built for CPython 3.11 only.
 $(STAMPS)/venv:
@@ -70,15 +70,18 @@ $(STAMPS)/teachbot: setup.py setup.cfg package.xml $(STAMPS)/deps
 
 # bubblewrap (bwrap) runs the console sandbox's worker in namespaces of its own (config/sandbox.yaml isolation:).
 # Optional: installed with apt-get when missing and we are root, else a note; the seccomp layer applies without it.
-bubblewrap:
-	@command -v bwrap >/dev/null && exit 0; \
-	if [[ $$(id -u) == 0 ]] && command -v apt-get >/dev/null; then \
+# A stamp, so `make -q setup` (test_packaging) sees an up-to-date setup; delete it to try again.
+$(STAMPS)/bubblewrap: | $(STAMPS)/venv
+	@if command -v bwrap >/dev/null; then \
+	  :; \
+	elif [[ $$(id -u) == 0 ]] && command -v apt-get >/dev/null; then \
 	  echo "setup: installing bubblewrap (namespaces for the console sandbox's worker)"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } \
 	    || echo "setup: could not install bubblewrap; the console sandbox uses its seccomp layer alone" >&2; \
 	else \
 	  echo "setup: bubblewrap is not installed; the console sandbox uses its seccomp layer alone (sudo apt-get install bubblewrap adds namespaces)"; \
-	fi
+	fi; \
+	touch $@
 
 test: setup
 	VENV=$(VENV) tools/run_tests.sh $(PYTEST_ARGS)

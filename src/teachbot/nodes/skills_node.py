@@ -42,8 +42,10 @@ from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
-STATE_STALE = 1.0  # wall seconds without a joint state after which the driver counts as gone (a killed sim):
-# the skill's clock (RosArm.now) then fails, so the skill ends with an error instead of waiting out its backstop
+STATE_STALE = 1.0  # wall seconds without a joint state after which the driver counts as gone (a killed sim)
+# when nobody publishes them any more (it left the ROS graph): the skill's clock (RosArm.now) then fails, so the
+# skill ends with an error instead of waiting out its backstop. A living sim keeps its publisher on the graph,
+# so a gap (a starved machine, an executor busy with a long callback) is never taken for a death.
 # finished goals are kept this long for late result requests; every kept goal is re-sent in each
 # status update, so a long window makes each round trip slower as goals accumulate
 RESULT_TIMEOUT = 1
@@ -70,6 +72,7 @@ class RosArm:
         self._traj_pub = node.create_publisher(JointTrajectory, profile.topics["joint_trajectory"], COMMAND_QOS)
         self._grip_pub = node.create_publisher(GripperCommand, profile.topics["gripper_command"], COMMAND_QOS)
         node.create_subscription(JointState, profile.topics["joint_states"], self._on_state, COMMAND_QOS, callback_group=group)
+        self._drivers = lambda: node.count_publishers(profile.topics["joint_states"])
 
     def _on_state(self, msg: JointState) -> None:
         self._state.update(zip(msg.name, msg.position))
@@ -136,10 +139,11 @@ class RosArm:
     def now(self) -> float:
         """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped.
 
-        ControllerError when joint states stopped coming for :data:`STATE_STALE` s: the driver (or the
-        sim node) is gone, and a skill must not wait on a clock that stopped."""
+        ControllerError when joint states stopped coming for :data:`STATE_STALE` s and their publisher left
+        the graph: the driver (or the sim node) is gone, and a skill must not wait on a clock that stopped."""
         arrived = self._arrived
-        if arrived is not None and time.monotonic() - arrived > STATE_STALE:
+        silent = 0.0 if arrived is None else time.monotonic() - arrived
+        if silent > STATE_STALE and self._drivers() == 0:
             raise ControllerError(
                 f"the arm's joint states stopped {time.monotonic() - arrived:.1f} s ago: the robot driver (or the "
                 "sim node) is gone; the skill stopped. Try again once it is back (the launcher restarts it)"
