@@ -9,6 +9,7 @@ import time
 
 import pytest
 import rclpy
+import ros_graph
 from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, TranscriptUpdate
 
@@ -229,11 +230,7 @@ def test_chat_stop_and_resume_publish_on_the_emergency_stop_topic(ros_context):
     listener.create_subscription(Bool, "/chat_estop/emergency_stop", lambda m: stops.append(m.data), COMMAND_QOS)
     listener.create_subscription(DialogTurn, "dialog/user", lambda m: words.append(m.text), COMMAND_QOS)
     type_line = line_handler(chat, "/chat_estop/emergency_stop", shown.append)
-    executor = SingleThreadedExecutor()
-    executor.add_node(chat)
-    executor.add_node(listener)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    graph = ros_graph.Graph(chat, listener, name="chat_estop")
     try:
         wait_until(lambda: chat.count_subscribers("/chat_estop/emergency_stop") and chat.count_subscribers("dialog/user"),
                    what="the listener's subscriptions")
@@ -244,10 +241,7 @@ def test_chat_stop_and_resume_publish_on_the_emergency_stop_topic(ros_context):
         wait_until(lambda: stops == [True, False] and words == ["hello robot"], what="False, and the words on dialog/user")
         assert "EMERGENCY STOP sent on /chat_estop/emergency_stop" in shown[0]
     finally:
-        executor.shutdown(timeout_sec=2.0)
-        thread.join(timeout=2.0)
-        chat.destroy_node()
-        listener.destroy_node()
+        graph.close()
 
 
 def test_the_emergency_stop_cancels_says_so_once_and_refuses_robot_calls_until_released(ros_context):
@@ -267,11 +261,7 @@ def test_the_emergency_stop_cancels_says_so_once_and_refuses_robot_calls_until_r
     heard = []
     chat.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append(m.text), COMMAND_QOS)
     type_line = line_handler(chat, "/estop/emergency_stop", lambda _text: None)
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    executor.add_node(chat)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
+    graph = ros_graph.Graph(node, chat, name="estop")  # stops spinning before it closes the node
     try:
         wait_until(lambda: chat.count_subscribers("/estop/emergency_stop") and chat.count_subscribers("/estop/dialog/user"),
                    what="the node's subscriptions")
@@ -296,8 +286,4 @@ def test_the_emergency_stop_cancels_says_so_once_and_refuses_robot_calls_until_r
         assert lines[7].startswith("ControllerError: put_first_on_second is not available: no skills node serves")
         assert len(heard) == 1 and len(cancels) == 1
     finally:
-        executor.shutdown(timeout_sec=2.0)  # first: closing the node destroys action clients the spin thread waits on
-        thread.join(timeout=2.0)
-        node.close()
-        node.destroy_node()
-        chat.destroy_node()
+        graph.close()
