@@ -23,7 +23,7 @@ from teachbot.interaction import (
     LocalExamples,
     MemoryUnavailable,
 )
-from teachbot.llm.base import SYSTEM_END, LLMError, split_system
+from teachbot.llm.base import SYSTEM_END, UNREACHABLE, LLMError, split_system
 from teachbot.llm.scripted import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,7 +100,8 @@ def test_an_llm_outage_is_said_once_and_the_console_waits_for_the_person():
 
     def down(prompt: str) -> str:
         calls.append(prompt)
-        raise LLMError("LLM endpoint http://127.0.0.1:9/v1 still failing after 5 attempts (last: connection refused)")
+        raise LLMError("LLM endpoint http://127.0.0.1:9/v1 still failing after 5 attempts (last: connection refused)",
+                       kind=UNREACHABLE)
 
     model = ScriptedModel(respond=down)
     with Harness(model, dialog_timeout=0.1) as h:

@@ -18,7 +18,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,9 @@ ATTEMPTS = SETTINGS["retries"] + 1  # the first try and every retry
 REQUEST = "put the red block in the blue bowl"
 MOVE = "put_first_on_second('red block', 'blue bowl')"
 UNREACHABLE = "I cannot reach my language model, so I stopped: LLM endpoint "
+REFUSED = "My language model's server refused my request, so I stopped: LLM endpoint "
+GARBLED = "My language model's server answered something I cannot read, so I stopped: LLM endpoint "
+WAITING = "My language model has not answered in "
 
 
 @dataclass
@@ -104,8 +108,9 @@ def fresh_capabilities() -> Iterator[None]:
 
 
 @contextmanager
-def robot_console() -> Iterator[Console]:
-    """A console as the interaction manager builds it, with config/llm.yaml's roles pointed at a fake server."""
+def robot_console(**config: Any) -> Iterator[Console]:
+    """A console as the interaction manager builds it, with config/llm.yaml's roles pointed at a fake server
+    (``config``: CoreConfig fields other than config/interaction.yaml's)."""
     with FakeOpenAIServer(answer="wait_for_trigger()\n") as server:
         raw = copy.deepcopy(CONFIG)
         raw["llm"]["defaults"]["base_url"] = server.base_url
@@ -124,7 +129,8 @@ def robot_console() -> Iterator[Console]:
             "put_first_on_second": lambda a, b: moves.append((a, b)) or "success",
         }
         core = InteractionCore(RobotApi.load("tabletop"), robot, dialog, interaction, function_model=functions,
-                               config=CoreConfig.from_config(INTERACTION), scene_objects=lambda: ["blue bowl", "red block"])
+                               config=replace(CoreConfig.from_config(INTERACTION), **config),
+                               scene_objects=lambda: ["blue bowl", "red block"])
         console = Console(server, core, dialog, said, moves, sleeps, (interaction, functions))
         thread = threading.Thread(target=console.core.run, daemon=True)
         thread.start()
@@ -202,16 +208,16 @@ def test_timeouts_and_cut_streams_are_retried_to_the_bound_and_never_run_half_a_
 
 
 def test_requests_the_endpoint_refuses_or_garbles_are_not_retried():
-    faults = [("400", "HTTP 400 (This model's maximum context length"),  # a bad request: the same request fails again
-              ("401", "HTTP 401 (fake 401); check the API key"),
-              ("malformed", "answered a streamed request with application/json, not an event stream; "
-                            "check that it speaks the OpenAI API"),
-              ("malformed_stream", "streamed malformed JSON (JSONDecodeError); check that it speaks the OpenAI API")]
+    faults = [("400", REFUSED, "HTTP 400 (This model's maximum context length"),  # the same request fails again
+              ("401", REFUSED, "HTTP 401 (fake 401); check the API key"),
+              ("malformed", GARBLED, "answered a streamed request with application/json, not an event stream; "
+                                     "check that it speaks the OpenAI API"),
+              ("malformed_stream", GARBLED, "streamed malformed JSON (JSONDecodeError); check that it speaks the OpenAI API")]
     with robot_console() as console:
-        for fault, hint in faults:
+        for fault, sentence, hint in faults:  # the endpoint answered: the robot does not say it cannot reach it
             console.server.default = fault
             console.ask(REQUEST, 1)  # no retry: the same request would fail the same way
-            assert console.said[-1].startswith(UNREACHABLE) and hint in console.said[-1], (fault, console.said[-1])
+            assert console.said[-1].startswith(sentence) and hint in console.said[-1], (fault, console.said[-1])
             console.ask("try again please", 1)  # the person asks again: one request again, one sentence again
             assert console.said[-1] == console.said[-2], fault
         assert console.sleeps == [] and console.moves == []
@@ -230,3 +236,24 @@ def test_a_burst_while_writing_a_missing_function_is_bounded_too():
         assert console.said[0].startswith(UNREACHABLE) and f"still failing after {ATTEMPTS} attempts" in console.said[0]
         assert console.moves == [] and len(console.sleeps) == ATTEMPTS - 1
         recovers(console)
+
+
+def test_a_hung_endpoint_is_not_silent_the_robot_says_once_that_it_waits():
+    """An endpoint that takes every request and never answers: without the notice the person hears nothing
+    for timeout x attempts (5 minutes as shipped). The robot says once per call that it is waiting and how
+    long it will wait at most, then the one failure sentence; a call answered in time says nothing."""
+    with robot_console(llm_wait_notice=0.3) as console:
+        console.server.default = "delay:30"  # far past every wait of the client: a hung server
+        console.client_timeout(0.25)  # 5 attempts x 0.25 s (backoff recorded, not slept): one call of ~1.3 s
+        console.ask(REQUEST, ATTEMPTS, said=2)
+        waiting, failed = console.said[-2:]
+        assert waiting.startswith(WAITING + "0.3 s; I keep waiting for up to 1.25 s in all"), waiting
+        assert failed.startswith(UNREACHABLE) and f"still failing after {ATTEMPTS} attempts (last: timed out" in failed
+        console.endpoint_back()
+        console.server.first_token_delay = 0.6  # slow but answering: one notice, then the robot acts
+        console.server.answers.extend([f"{MOVE}\n>>> ", "wait_for_trigger()\n>>> "])
+        console.ask(REQUEST, 2, said=2, moves=1)
+        assert all(s.startswith(WAITING) for s in console.said[-2:]), console.said[-2:]
+        console.server.first_token_delay = 0.0  # in time: nothing said
+        console.server.answers.extend([f"{MOVE}\n>>> ", "wait_for_trigger()\n>>> "])
+        console.ask(REQUEST, 2, said=0, moves=1)

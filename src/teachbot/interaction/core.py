@@ -25,6 +25,7 @@ from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
 from teachbot.console.transcript import Entry, Transcript
 from teachbot.interaction.learning import Learner, LearnRequest
+from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 
@@ -43,6 +44,7 @@ class CoreConfig:
     reserve_tokens: int = 256  # kept free for its reply
     approval: str = "approval"  # the approval gate's config (config/approval.yaml, a path), or "none"
     bounds: Bounds = Bounds()  # sizes console code can make this process hold (the session gets the transcript's)
+    llm_wait_notice: float = 20.0  # seconds without the model's answer before the robot says it is waiting (0: never)
 
     @classmethod
     def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
@@ -56,6 +58,7 @@ class CoreConfig:
             context_tokens=int(interaction.get("context_tokens", 0)),
             reserve_tokens=int(interaction.get("reserve_tokens", 256)),
             approval=str(interaction.get("approval", "approval")),
+            llm_wait_notice=float(interaction.get("llm_wait_notice", 20.0)),
         )
 
 
@@ -159,8 +162,10 @@ class InteractionCore:
         self._corrected = self._learned = False
         if self.knowledge is not None:
             self.knowledge.forget()
+        notice = self.config.llm_wait_notice
         self.session = ConsoleSession(
-            self.sandbox, self.model, self.prompts, function_model=self.function_model,
+            self.sandbox, SlowModelNotice(self.model, notice, self._say), self.prompts,
+            function_model=SlowModelNotice(self.function_model, notice, self._say) if self.function_model else None,
             config=self.config.session, on_entry=self._entry,
             corrections=self._correct if self.corrections is not None else None,
         )
@@ -168,7 +173,7 @@ class InteractionCore:
             reason = self.session.run(should_stop=self._stopping.is_set)
         except LLMError as exc:
             reason = f"LLM unavailable: {exc}"
-            self._say(f"I cannot reach my language model, so I stopped: {exc}. Tell me again what to do once it is back.")
+            self._say(llm_failure_sentence(exc))
         except PromptTooLong as exc:
             reason = f"prompt too long: {exc}"
             self._say(f"This conversation no longer fits my language model's context, so I stopped: {exc}.")

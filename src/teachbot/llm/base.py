@@ -40,12 +40,24 @@ def plain_prompt(prompt: str) -> str:
     return f"{system}\n\n{user}" if system else user
 
 
-class LLMError(TeachbotError):
-    """An LLM backend failed in a way its caller cannot fix by retrying; the message says what to check."""
+# why an LLM call failed (LLMError.kind): what the robot tells the person depends on it
+UNREACHABLE = "unreachable"  # no answer: connection refused, timeouts, 5xx/429 after every retry
+REFUSED = "refused"  # the endpoint answered and said no: HTTP 400, 401, 403, 404 (a setting or the key is wrong)
+MALFORMED = "malformed"  # it answered something that is not the OpenAI API: garbage JSON, no choices
+SETUP = "setup"  # the backend is not set up: no API key, a bad config value, no model folder, a replay file
 
-    def __init__(self, message: str, *, attempts: int = 0) -> None:
+
+class LLMError(TeachbotError):
+    """An LLM backend failed in a way its caller cannot fix by retrying; the message says what to check.
+
+    ``kind`` says which way (UNREACHABLE, REFUSED, MALFORMED, SETUP), so the robot tells the person the
+    right thing: an endpoint that refuses a request is reachable, and waiting for it will not help.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 0, kind: str = SETUP) -> None:
         super().__init__(message)
         self.attempts = attempts
+        self.kind = kind
 
 
 @dataclass(frozen=True)

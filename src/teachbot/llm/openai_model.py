@@ -50,6 +50,9 @@ import openai
 
 from teachbot.llm.base import (
     DEFAULT_STOP,
+    MALFORMED,
+    REFUSED,
+    UNREACHABLE,
     ChatReply,
     Completion,
     CompletionListener,
@@ -285,7 +288,8 @@ class OpenAIModel(RecordingModel):
             except _Learned as exc:
                 if learned & exc.diagnosis.changes.keys():
                     raise LLMError(f"LLM endpoint {self.base_url} refused {exc.diagnosis.dropped} again; "
-                                   f"set '{exc.diagnosis.config_hint}' in config/llm.yaml", attempts=attempt) from None
+                                   f"set '{exc.diagnosis.config_hint}' in config/llm.yaml", attempts=attempt,
+                                   kind=REFUSED) from None
                 learned |= exc.diagnosis.changes.keys()
                 reason = f"refused {exc.diagnosis.dropped}"
             except _Retryable as exc:
@@ -295,7 +299,7 @@ class OpenAIModel(RecordingModel):
                     raise LLMError(
                         f"LLM endpoint {self.base_url} still failing after {attempt} attempts (last: {exc.reason}); "
                         "check that the server is up and not overloaded, or raise 'retries'/'timeout' in config/llm.yaml",
-                        attempts=attempt,
+                        attempts=attempt, kind=UNREACHABLE,
                     ) from None
                 delay = self._backoff(failures, exc.retry_after)
                 if deadline is not None and time.monotonic() + delay >= deadline:
@@ -305,7 +309,8 @@ class OpenAIModel(RecordingModel):
     def _deadline_error(self, attempts: int, reason: str) -> LLMError:
         last = f" (last: {reason})" if reason else ""
         return LLMError(f"LLM endpoint {self.base_url}: the caller's deadline passed after {attempts} attempts{last}; "
-                        "no retry started past it. Check the server's load, or give the call more time", attempts=attempts)
+                        "no retry started past it. Check the server's load, or give the call more time", attempts=attempts,
+                        kind=UNREACHABLE)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
@@ -375,11 +380,11 @@ class OpenAIModel(RecordingModel):
                 raise _Retryable(f"HTTP {status}", _retry_after(exc)) from None
             if status == 400:
                 self._learn(exc, params, caps)
-            raise LLMError(self._status_message(status, exc), attempts=1) from None
+            raise LLMError(self._status_message(status, exc), attempts=1, kind=REFUSED) from None
         except (openai.APIResponseValidationError, ValueError) as exc:
             raise LLMError(
                 f"LLM endpoint {self.base_url} returned malformed JSON ({type(exc).__name__}); check that it speaks the OpenAI API",
-                attempts=1,
+                attempts=1, kind=MALFORMED,
             ) from None
 
     def _learn(self, exc: openai.APIStatusError, params: dict[str, Any], caps: Capabilities) -> None:
@@ -407,7 +412,7 @@ class OpenAIModel(RecordingModel):
             if kind and "text/event-stream" not in kind:
                 raise LLMError(f"LLM endpoint {self.base_url} answered a streamed request with {kind.split(';')[0]}, not an "
                                "event stream; check that it speaks the OpenAI API, or set 'stream: false' for this role in "
-                               "config/llm.yaml", attempts=1)
+                               "config/llm.yaml", attempts=1, kind=MALFORMED)
             chunk_iter = iter(stream)
             while True:
                 try:
@@ -421,7 +426,8 @@ class OpenAIModel(RecordingModel):
                     return _Reply(text, "interrupted", model, usage, chunks)
                 except ValueError as exc:
                     raise LLMError(f"LLM endpoint {self.base_url} streamed malformed JSON ({type(exc).__name__}); "
-                                   "check that it speaks the OpenAI API, or set 'stream: false'", attempts=1) from None
+                                   "check that it speaks the OpenAI API, or set 'stream: false'", attempts=1,
+                                   kind=MALFORMED) from None
                 model = getattr(chunk, "model", None) or model
                 usage = getattr(chunk, "usage", None) or usage
                 choices = getattr(chunk, "choices", None) or []
@@ -470,7 +476,8 @@ class OpenAIModel(RecordingModel):
     def _extract(self, response: Any) -> tuple[str, str]:
         choices = getattr(response, "choices", None)
         if not choices:
-            raise LLMError(f"LLM endpoint {self.base_url} returned no choices; check that it speaks the OpenAI API and serves {self.model}")
+            raise LLMError(f"LLM endpoint {self.base_url} returned no choices; check that it speaks the OpenAI API and serves {self.model}",
+                           kind=MALFORMED)
         choice = choices[0]
         holder = choice if self.mode == "completions" else getattr(choice, "message", None)
         text = getattr(holder, "text" if self.mode == "completions" else "content", None)
