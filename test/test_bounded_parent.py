@@ -10,7 +10,7 @@ import pytest
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.bounds import Bounds
-from teachbot.console.dialog import CUT, DialogChannel
+from teachbot.console.dialog import CUT, DialogChannel, SessionEnded
 from teachbot.console.prompt import PromptBuilder
 from teachbot.console.registry import RobotApi
 from teachbot.console.sandbox import SandboxExecutor
@@ -166,6 +166,28 @@ def test_the_robots_own_sentences_are_cut_not_refused():
     assert dialog.fit("short") == "short"
     cut = dialog.fit("w" * 10_000)
     assert len(cut) == BOUNDS.max_say_chars and cut.endswith(CUT)
+
+
+def test_a_flood_of_utterances_or_a_huge_one_is_not_taken_and_the_robot_says_why():
+    """dialog/user is an open topic: a 10 MB message or a loop publishing to it must not grow the node."""
+    said: list[str] = []
+    dialog = DialogChannel(said.append, timeout=0.2, bounds=Bounds(max_heard_chars=100, max_heard_waiting=3))
+    assert dialog.put_user("x" * 101) is False
+    assert said == ["What you said is too long for me (101 characters; I take at most 100), so I did not take it. "
+                    "Please say it in fewer words."]
+    assert [dialog.put_user(f"put block {i} in the bowl") for i in range(1000)] == [True] * 3 + [False] * 997
+    assert said[1:] == ["You said 3 things I have not read yet, so I take nothing more until I have caught up. "
+                        "Please wait for my answer."]  # once per flood, not 997 times
+    assert dialog.wait_for_trigger()["text"] == "put block 0 in the bowl"  # the first ones stay, in order
+    assert dialog.put_user("and the red one") is True and len(said) == 2  # caught up by one: taken again
+    assert [dialog.wait_for_trigger()["text"] for _ in range(3)] == [
+        "put block 1 in the bowl", "put block 2 in the bowl", "and the red one"]
+    assert [dialog.put_user("again") for _ in range(5)] == [True] * 3 + [False] * 2 and len(said) == 3  # a new flood: said again
+    dialog.close()  # closing is never refused: the session ends even with a full queue
+    for _ in range(3):
+        dialog.wait_for_trigger()
+    with pytest.raises(SessionEnded):
+        dialog.wait_for_trigger()
 
 
 def test_the_transcript_elides_old_console_outputs_and_keeps_the_persons_words():

@@ -171,4 +171,4 @@ def test_place_parameters_follow_the_object_in_the_hand(tmp_path: Path, minilm) 
     functions["grasp"]("glass")
     functions["place_object"]("table")  # a glass, which looks different: the same location, not the same knowledge
     assert calls == [("grasp", {}), ("table", {"place_offset_across": 0.03}), ("grasp", {}), ("table", {})]
-    assert console.applied == [("place_object", "red mug", {"place_offset_across": 0.03})]
+    assert list(console.applied) == [("place_object", "red mug", {"place_offset_across": 0.03})]

@@ -43,6 +43,8 @@ class Bounds:
     max_argument_chars: int = 4000  # text in one robot call's arguments, all strings and dict keys together
     max_argument_items: int = 1000  # items in one robot call's arguments, nested lists/tuples/sets/dicts counted
     max_argument_depth: int = 8  # levels of nesting in one argument
+    max_heard_chars: int = 4000  # one utterance of the person (dialog/user); a longer one is refused, said why
+    max_heard_waiting: int = 20  # the person's utterances not yet read by the console; more are refused, said why
 
     def __post_init__(self) -> None:
         for f in fields(self):

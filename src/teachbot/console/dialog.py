@@ -1,13 +1,16 @@
 """The dialog between a person and the console: utterances in, the robot's words out.
 
 ``wait_for_trigger()`` and ``ask()`` block on the next utterance, with a timeout; closing the channel
-ends the session (the console reports ``SessionEnded``). What the robot says is bounded (teachbot.console.bounds):
-a sentence over ``max_say_chars`` is an error, and only the newest ``max_said_kept`` sentences are kept.
+ends the session (the console reports ``SessionEnded``). Both directions are bounded (teachbot.console.bounds):
+a sentence of the robot over ``max_say_chars`` is an error, only its newest ``max_said_kept`` sentences are
+kept; an utterance of the person over ``max_heard_chars``, or one more while ``max_heard_waiting`` wait
+unread, is not taken and the robot says why (a flood on dialog/user never grows the node).
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 from collections import deque
 from collections.abc import Callable
 
@@ -29,12 +32,15 @@ class DialogChannel:
         self.on_say = on_say or (lambda _text: None)
         self.timeout = timeout
         self.said: deque[str] = deque()
+        self._refusing = False  # said that it takes no more until the console catches up
+        self._heard_lock = threading.Lock()
         self.limit(bounds or Bounds())
 
     def limit(self, bounds: Bounds) -> None:
-        """Apply the say and history limits (the interaction core applies its config's)."""
+        """Apply the say, history and hearing limits (the interaction core applies its config's)."""
         self.max_say_chars = bounds.max_say_chars
         self.said = deque(self.said, maxlen=bounds.max_said_kept)
+        self.max_heard_chars, self.max_heard_waiting = bounds.max_heard_chars, bounds.max_heard_waiting
 
     def fit(self, text: str) -> str:
         """The robot's own sentence (not console code's) cut to ``max_say_chars``."""
@@ -42,9 +48,24 @@ class DialogChannel:
             return text
         return text[: max(0, self.max_say_chars - len(CUT))] + CUT
 
-    def put_user(self, text: str) -> None:
-        """An utterance of the person (from a topic, a terminal, a test)."""
-        self._incoming.put(text)
+    def put_user(self, text: str) -> bool:
+        """An utterance of the person (from a topic, a terminal, a test); False when it was not taken (too long,
+        or too many waiting unread), and the robot said why."""
+        if len(text) > self.max_heard_chars:
+            self.on_say(self.fit(f"What you said is too long for me ({len(text)} characters; I take at most "
+                                 f"{self.max_heard_chars}), so I did not take it. Please say it in fewer words."))
+            return False
+        with self._heard_lock:
+            waiting = self._incoming.qsize()
+            taken = waiting < self.max_heard_waiting
+            tell = not taken and not self._refusing  # said once per flood, not once per utterance
+            self._refusing = not taken
+            if taken:
+                self._incoming.put(text)
+        if tell:
+            self.on_say(f"You said {waiting} things I have not read yet, so I take nothing more until I have "
+                        "caught up. Please wait for my answer.")
+        return taken
 
     def close(self) -> None:
         self._incoming.put(None)

@@ -44,15 +44,12 @@ class IssueGuard:
         self.mode = mode
         self.guarded = frozenset(guarded)
         self.log = log
-        self.history: list[CheckResult] = []
 
     def _check(self, query: str) -> CheckResult:
         if self.checker is None:
             raise TeachbotError("check_action() is not available: no issue detection is configured "
                                 "(start the issue_detection node, or an LLM for it)")
-        result = self.checker.check(query)
-        self.history.append(result)
-        return result
+        return self.checker.check(query)
 
     def check_action(self, action: str) -> dict[str, str]:
         """The robot function: {'final_response': 'ambiguity' | 'unfeasibility' | 'none', 'explanation': ...};

@@ -23,6 +23,7 @@ import inspect
 import logging
 import re
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,6 +35,8 @@ from teachbot.knowledge.entry import KnowledgeEntry
 log = logging.getLogger(__name__)
 
 BLOCK_PREFIX = "# "  # the block sits in a Python console prompt: comment lines
+
+APPLIED_KEPT = 200  # learned-parameter uses remembered (applied_values, the DROC evaluation's record)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,8 @@ class ConsoleKnowledge:
         self._cache: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self.task = ""  # the newest request (the task learned parameters are retrieved for)
-        self.applied: list[tuple[str, str, dict[str, Any]]] = []  # (function, object, learned values used)
+        # (function, object, learned values used), newest last; bounded: a console loop must not grow the node
+        self.applied: deque[tuple[str, str, dict[str, Any]]] = deque(maxlen=APPLIED_KEPT)
         self.held = ""  # what the newest successful grasp took (place_object's parameters are about it)
 
     def forget(self) -> None:
