@@ -33,7 +33,7 @@ SHELL := bash
 .DELETE_ON_ERROR:
 .PHONY: setup test demo lint bench clean distclean prove-loopback
 
-setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap
+setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap $(STAMPS)/postgresql
 
 # The ROS 2 Kilted wheels are built for CPython 3.11 only.
 $(STAMPS)/venv:
@@ -80,6 +80,21 @@ $(STAMPS)/bubblewrap: | $(STAMPS)/venv
 	    || echo "setup: could not install bubblewrap; the console sandbox uses its seccomp layer alone" >&2; \
 	else \
 	  echo "setup: bubblewrap is not installed; the console sandbox uses its seccomp layer alone (sudo apt-get install bubblewrap adds namespaces)"; \
+	fi; \
+	touch $@
+
+# PostgreSQL (Debian's, any major version) for the memory's `postgres` backend tests: the test fixture
+# (test/pg_server.py) starts a private server from /usr/lib/postgresql/*/bin in a temporary directory.
+# Installed with apt-get when missing and we are root, else a note (those tests then skip); a stamp as above.
+$(STAMPS)/postgresql: | $(STAMPS)/venv
+	@if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then \
+	  :; \
+	elif [[ $$(id -u) == 0 ]] && command -v apt-get >/dev/null; then \
+	  echo "setup: installing postgresql (a private server for the fleet memory tests)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; } \
+	    || echo "setup: could not install postgresql; the tests of the memory's postgres backend on Debian's server skip" >&2; \
+	else \
+	  echo "setup: PostgreSQL is not installed; the tests of the memory's postgres backend on Debian's server skip (sudo apt-get install postgresql)"; \
 	fi; \
 	touch $@
 
