@@ -112,8 +112,15 @@ def test_stack_four_on_a_corner(client, corner, by_name):
 
 def test_a_failed_place_leaves_the_robot_clean_and_the_next_command_works(client, stack):
     assert client.reset(scene_yaml=ONE_BLOCK).success
-    # the place point is outside the workspace: found after the pick, so the block is in the hand
+    before = xy(truth(client)["red block"])
+    # the place point is outside the workspace: put_first_on_second refuses it before picking anything
     result = put(client, "red block", (0.0, -0.95))
+    assert not result.success and result.code == ErrorCode.OUT_OF_WORKSPACE, result.message
+    assert result.message.startswith("place point (0.000, -0.950, ") and "(the robot" not in result.message
+    assert np.allclose(xy(truth(client)["red block"]), before, atol=1e-3)
+    # a place alone finds it only with the block in the hand: the block is put down, the gripper opens
+    assert client.call("pick", object_name="red block").success
+    result = client.call("place", target_point=[0.0, -0.95])
     assert not result.success and result.code == ErrorCode.OUT_OF_WORKSPACE
     assert "put 'red block' down" in result.message and "went home" in result.message
     state = truth(client)["red block"]

@@ -149,7 +149,7 @@ def test_place_lowers_onto_contact_when_the_object_touches_down_early(world, pro
 def test_motion_allowance_counts_a_rewound_clock_as_no_time():
     """A sim reset rewinds the arm's clock to zero while a skill may hold a stamp from before it: the
     allowance keeps counting forward from there instead of waiting out the jump (or the wall backstop)."""
-    from teachbot.skills.library import _Deadline
+    from teachbot.skills.arm_motion import ArmDeadline
 
     class Clock:
         t = 100.0
@@ -158,7 +158,7 @@ def test_motion_allowance_counts_a_rewound_clock_as_no_time():
             return self.t
 
     arm = Clock()
-    deadline = _Deadline(arm, 1.0)  # type: ignore[arg-type]
+    deadline = ArmDeadline(arm, 1.0)  # type: ignore[arg-type]
     arm.t = 100.5
     assert deadline.elapsed() == pytest.approx(0.5)
     arm.t = 0.0  # reset

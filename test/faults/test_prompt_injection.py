@@ -190,9 +190,8 @@ def test_an_object_named_as_an_instruction_is_only_a_name_and_the_safety_limits_
     assert [(c[0], c[1]["object_name"], c[2]) for c in calls] == [
         ("put_first_on_second", "green block", False), ("put_first_on_second", "green block", False),
         ("put_first_on_second", HOSTILE_NAME, True)]
-    assert calls[0][3] == 0  # the speed was refused before the arm was sent anything
-    # the off-table place is refused once the block is held (the place point is checked at the place): it is
-    # put back where it was; no motion of the episode left the workspace or went faster than the profile allows
+    assert calls[0][3] == calls[1][3] == 0  # the speed and the off-table place were refused before the arm moved
+    # the block stayed where it was; no motion of the episode left the workspace or went faster than allowed
     ends = {o.name: o for o in world.objects()}
     assert np.allclose(ends["green block"].position[:2], start["green block"][:2], atol=0.01)
     assert not ends["green block"].held and ends[HOSTILE_NAME].supported_by == "blue bowl"
