@@ -1,0 +1,62 @@
+"""The fleet memory's background connection: LISTEN for other processes' changes, reconnect when the server goes.
+
+One daemon thread per PgMemoryStore (teachbot.memory.pg_store). It connects, runs ``LISTEN``, calls
+``on_connect`` (the store catches up with everything committed while it was away and writes its queued
+lessons), then ``on_notify`` after each batch of notifications and ``on_idle`` every poll. A lost or
+refused connection calls ``on_outage`` and is retried with a doubling backoff (RETRY_MIN_S to RETRY_MAX_S),
+until ``stop()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0  # reconnect backoff
+POLL_S = 0.25  # how often the thread looks at its stop flag (and runs on_idle)
+
+
+class Listener:
+    """LISTEN on ``channel`` over ``dsn`` in a daemon thread, with the callbacks above (each run on that thread)."""
+
+    def __init__(self, dsn: str, channel: str, connect_options: dict[str, Any], *, on_connect: Callable[[], None],
+                 on_notify: Callable[[], None], on_idle: Callable[[], None],
+                 on_outage: Callable[[BaseException], None]) -> None:
+        self.dsn, self.channel, self.connect_options = dsn, channel, connect_options
+        self.on_connect, self.on_notify, self.on_idle, self.on_outage = on_connect, on_notify, on_idle, on_outage
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="teachbot-memory-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end and wait for it (at most a poll and a connect)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5 * POLL_S + float(self.connect_options.get("connect_timeout", 5)))
+
+    def _run(self) -> None:
+        backoff = RETRY_MIN_S
+        while not self._stop.is_set():
+            try:
+                conn = psycopg.connect(self.dsn, autocommit=True, **self.connect_options)
+            except psycopg.OperationalError as exc:
+                self.on_outage(exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+                continue
+            backoff = RETRY_MIN_S
+            try:
+                with conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self.on_connect()
+                    while not self._stop.is_set():
+                        if any(True for _ in conn.notifies(timeout=POLL_S)):
+                            self.on_notify()
+                        self.on_idle()
+            except psycopg.OperationalError as exc:
+                self.on_outage(exc)

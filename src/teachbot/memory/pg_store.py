@@ -1,0 +1,514 @@
+"""The memory's ``postgres`` backend: learned examples in a PostgreSQL database that a fleet of robots shares.
+
+``PgMemoryStore`` has the public interface of the file store (teachbot.memory.store.MemoryStore: add, get,
+list, remove, snapshot, refresh, version, export_jsonl, import_jsonl; the same errors), so the memory node
+and ``teachbot memory`` use either. Seed examples stay files (``seeds_dir``), read as the file store reads them.
+
+Guarantees (tables: teachbot.memory.pg_schema):
+
+- a lesson is one transaction (its row, its key embeddings, its NOTIFY): all of it or none, whoever dies
+  when; writers in any number of processes and robots serialise on an advisory lock, so none is lost;
+- ``add`` of an id that holds exactly that example is a no-op (a retry after a connection dropped during
+  the commit); other content under a taken id is a MemoryStoreError, as in the file store;
+- the database going away is one warning line and a retry in the background, never an exception on the
+  read path: reads serve the examples read before, and ``add`` queues the lesson durably in the local
+  spool (teachbot.memory.pg_spool), written into the database as soon as it is back;
+- LISTEN/NOTIFY: a background connection hears every add and remove and catches this store up at once
+  (``on_change`` then runs), so a lesson learned on one robot reaches the others' retrieval within
+  milliseconds; after an outage, the store catches up with everything committed meanwhile (by ``seq``).
+
+Examples are visible to this robot when shared with the fleet or learned by this robot (``robot_id``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import conninfo
+
+from teachbot.memory.embedding import Embedder
+from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError, validate_learned
+from teachbot.memory.files import write_atomic
+from teachbot.memory.pg_listen import Listener
+from teachbot.memory.pg_schema import (
+    CHANNEL,
+    EXAMPLE_COLUMNS,
+    REAL_ARRAY,
+    SHARED_VALUES,
+    VECTOR,
+    WRITE_LOCK,
+    embedding_literal,
+    ensure_schema,
+    example_from_row,
+)
+from teachbot.memory.pg_spool import Spool, SpooledLesson
+from teachbot.memory.store import ImportReport, _prepare, _read_seed
+
+log = logging.getLogger(__name__)
+
+_SELECT = ", ".join(EXAMPLE_COLUMNS)
+_VISIBLE = "(shared = 'fleet' OR robot_id = %(robot)s)"
+CONNECT_TIMEOUT_S = 5  # when the DSN names no connect_timeout
+
+
+class _Offline(Exception):
+    """The database could not be reached (after one reconnect); ``cause`` is psycopg's error."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def safe_dsn(dsn: str) -> str:
+    """The DSN for log lines and messages: host, port, database and user, never a password."""
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(an invalid DSN)"
+    return " ".join(f"{key}={parts[key]}" for key in ("host", "port", "dbname", "user") if parts.get(key))
+
+
+class PgMemoryStore:
+    """Seed examples from files plus the learned examples of a PostgreSQL database shared by a fleet.
+
+    ``robot_id`` is this robot's provenance; ``shared`` ('fleet' or 'robot') who sees the lessons it adds.
+    ``embedder``: when given, ``add`` stores the keys' embeddings under its name in the same transaction.
+    ``listen`` False: no background connection; every read queries the database and raises
+    MemoryStoreError when it is unreachable (the ``teachbot memory`` commands).
+    """
+
+    def __init__(self, dsn: str, seeds_dir: str | Path | None = None, *, robot_id: str, spool_dir: str | Path,
+                 shared: str = "fleet", embedder: Embedder | None = None, listen: bool = True,
+                 on_change: Callable[[], None] | None = None) -> None:
+        if shared not in SHARED_VALUES:
+            raise MemoryStoreError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
+        if not robot_id.strip():
+            raise MemoryStoreError("memory.store.robot_id is empty; name this robot (it is every lesson's provenance)")
+        try:
+            given = conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise MemoryStoreError(f"memory.store.dsn is not a PostgreSQL connection string: {exc}") from None
+        # a server that went away must not hang a connect for the TCP default (minutes)
+        self._timeout = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT_S}
+        self.dsn, self.where = dsn, safe_dsn(dsn)
+        self.robot_id, self.shared = robot_id, shared
+        self.seeds_dir = Path(seeds_dir) if seeds_dir is not None else None
+        self.embedder = embedder
+        self.on_change = on_change
+        self.spool = Spool(spool_dir)
+        self.embedding_type = REAL_ARRAY
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection | None = None
+        self._seeds: dict[str, InteractionExample] = {}
+        self._learned: dict[str, InteractionExample] = {}  # visible rows of the database, as last read
+        self._spooled: dict[str, InteractionExample] = {lesson.example.id: lesson.example for lesson in self.spool.lessons()}
+        self._last_seq = 0
+        self._version = 0
+        self._online = False
+        self._outage_logged = False
+        self._last_error: BaseException = ConnectionError("not connected yet")
+        self._dirty = threading.Event()
+        self._first_contact = threading.Event()  # the listener caught up once, or found the database away
+        self.reload_seeds()
+        self._listener: Listener | None = None
+        if listen:
+            self._dirty.set()
+            self._listener = Listener(dsn, CHANNEL, self._timeout, on_connect=self._back_online, on_notify=self._notified,
+                                      on_idle=self._idle, on_outage=self._note_outage)
+            self._listener.start()
+            self._first_contact.wait(2 * CONNECT_TIMEOUT_S + 5)
+        else:
+            self.refresh()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def online(self) -> bool:
+        """The last contact with the database succeeded."""
+        return self._online
+
+    @property
+    def learned_dir(self) -> Path:
+        """This store's local directory: the spool of lessons waiting for the database."""
+        return self.spool.directory
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.spool.quarantine_dir
+
+    def __len__(self) -> int:
+        self.refresh()
+        with self._lock:
+            return len(self._seeds) + len(self._learned.keys() | self._spooled.keys())
+
+    def __contains__(self, example_id: object) -> bool:
+        self.refresh()
+        with self._lock:
+            return example_id in self._seeds or example_id in self._learned or example_id in self._spooled
+
+    def get(self, example_id: str) -> InteractionExample:
+        """The example with this id; UnknownExampleError if there is none (for this robot)."""
+        self.refresh()
+        with self._lock:
+            found = self._seeds.get(example_id) or self._learned.get(example_id) or self._spooled.get(example_id)
+        if found is None:
+            raise UnknownExampleError(f"no example with id {example_id!r}; list() shows the stored ids")
+        return found
+
+    def list(self, profile: str = "", source: str = "") -> list[InteractionExample]:
+        """Examples matching the filters ('' matches all): seeds by id, then learned oldest first."""
+        if source not in ("", SEED, LEARNED):
+            raise MemoryStoreError(f"unknown source filter {source!r}; use '{SEED}', '{LEARNED}' or ''")
+        self.refresh()
+        with self._lock:
+            seeds = sorted(self._seeds.values(), key=lambda e: e.id) if source in ("", SEED) else []
+            learned = ({**self._spooled, **self._learned}.values() if source in ("", LEARNED) else [])
+            learned = sorted(learned, key=lambda e: (e.created, e.id))
+        return [e for e in seeds + learned if not profile or e.profile == profile]
+
+    def snapshot(self) -> tuple[int, list[InteractionExample]]:
+        """``version`` and every example it stands for, consistently, without refreshing."""
+        with self._lock:
+            return self._version, [*self._seeds.values(), *{**self._spooled, **self._learned}.values()]
+
+    def refresh(self) -> bool:
+        """Catch up with the database; True if the examples changed. With the listener this queries only after a
+        NOTIFY or a reconnect (else nothing changed); while the database is away it serves what it has."""
+        if self._listener is not None and (not self._dirty.is_set() or not self._online):
+            return False
+        self._dirty.clear()
+        try:
+            changed = self._run(self._catch_up)
+            if self._spooled:
+                changed = self._flush_spool() or changed
+        except _Offline as exc:
+            if self._listener is None:
+                raise MemoryStoreError(self._unreachable(exc, "nothing was read")) from None
+            self._dirty.set()
+            return False
+        return changed
+
+    def reload_seeds(self) -> None:
+        """(Re)read ``<seeds_dir>/<profile>/*.txt``; seeds are read-only files, as in the file store."""
+        seeds: dict[str, InteractionExample] = {}
+        if self.seeds_dir is not None and self.seeds_dir.is_dir():
+            spool = self.spool.directory.resolve()
+            for folder in sorted(p for p in self.seeds_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                if folder.resolve() == spool:
+                    continue
+                for path in sorted(folder.glob("*.txt")):
+                    example = _read_seed(path, folder.name)
+                    if example is not None:
+                        seeds[example.id] = example
+        with self._lock:
+            if seeds != self._seeds:
+                self._seeds = seeds
+                self._version += 1
+
+    # ------------------------------------------------------------------ writing
+    def add(self, example: InteractionExample) -> str:
+        """Store a learned example in one transaction and return its id (generated when empty).
+
+        As the file store: ``created`` and ``instructions`` are filled when empty; an invalid example or an
+        id taken by another example raises MemoryStoreError. While the database is unreachable the lesson
+        is queued durably in the spool (one warning line) and written when it is back.
+        """
+        prepared = _prepare(example)
+        validate_learned(prepared)
+        with self._lock:
+            if prepared.id in self._seeds or (prepared.id in self._spooled and self._spooled[prepared.id] != prepared):
+                raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
+        vectors = self._embed(prepared)
+        try:
+            if self._listener is not None and not self._online:  # the listener is retrying: do not wait for a connect
+                raise _Offline(self._last_error)
+            outcome = self._run(lambda conn: self._insert(conn, prepared, self.robot_id, self.shared, vectors))
+        except _Offline as exc:
+            self.spool.put(SpooledLesson(prepared, self.robot_id, self.shared))
+            with self._lock:
+                self._spooled[prepared.id] = prepared
+                self._version += 1
+            log.warning("%s", self._unreachable(exc, f"the lesson {prepared.id!r} is queued in {self.spool.directory} "
+                                                     "and is written when the database is back"))
+            return prepared.id
+        if outcome == "conflict":
+            raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
+        self._stored_locally(prepared)
+        return prepared.id
+
+    def remove(self, example_id: str) -> None:
+        """Delete a learned example (for the whole fleet). Seeds are files to edit; unknown ids raise UnknownExampleError."""
+        with self._lock:
+            if example_id in self._seeds:
+                raise MemoryStoreError(f"{example_id!r} is a seed example (read-only); delete its file under {self.seeds_dir}")
+            spooled = self._spooled.pop(example_id, None)
+            if spooled is not None:
+                self.spool.done(example_id)
+                self._version += 1
+        try:
+            found = self._run(lambda conn: self._delete(conn, example_id))
+        except _Offline as exc:
+            if spooled is not None:
+                return  # it never reached the database
+            raise MemoryStoreError(self._unreachable(exc, f"{example_id!r} was not removed; try again")) from None
+        if not found and spooled is None:
+            with self._lock:
+                if self._learned.pop(example_id, None) is not None:
+                    self._version += 1
+            raise UnknownExampleError(f"no learned example with id {example_id!r}")
+        with self._lock:
+            if self._learned.pop(example_id, None) is not None:
+                self._version += 1
+
+    def export_jsonl(self, path: str | Path, profile: str = "", source: str = LEARNED) -> int:
+        """Write the matching examples to one JSON Lines file (atomically); returns how many."""
+        examples = self.list(profile=profile, source=source)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in examples).encode())
+        return len(examples)
+
+    def import_jsonl(self, path: str | Path) -> ImportReport:
+        """Add the learned examples of a JSON Lines export in ONE transaction, skipping ids already stored and seeds.
+
+        The whole file is validated first (an error names the line); MemoryStoreError when the database is away.
+        """
+        path = Path(path)
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MemoryStoreError(f"cannot read {path}: {exc}") from None
+        examples, report = [], ImportReport()
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise MemoryStoreError(f"{where}: not JSON ({exc.msg})") from None
+            example = InteractionExample.from_dict(record, where)
+            if example.source == SEED:
+                report.skipped.append(example.id)
+                continue
+            example = _prepare(example)
+            try:
+                validate_learned(example)
+            except MemoryStoreError as exc:
+                raise MemoryStoreError(f"{where}: {exc}") from None
+            if example.id in self._seeds:
+                report.skipped.append(example.id)  # the id of a seed file here: never shadowed
+                continue
+            examples.append(example)
+        vectors = [self._embed(e) for e in examples]
+
+        def insert_all(conn: psycopg.Connection) -> list[str]:
+            with conn.transaction():
+                return [self._insert(conn, e, self.robot_id, self.shared, v) for e, v in zip(examples, vectors)]
+
+        try:
+            outcomes = self._run(insert_all)
+        except _Offline as exc:
+            raise MemoryStoreError(self._unreachable(exc, f"nothing of {path} was imported; try again")) from None
+        for example, outcome in zip(examples, outcomes):
+            (report.added if outcome == "added" else report.skipped).append(example.id)
+            if outcome == "added":
+                self._stored_locally(example)
+        return report
+
+    def close(self) -> None:
+        """Stop the listener and close the connections."""
+        if self._listener is not None:
+            self._listener.stop()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> PgMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ database
+    def _connect(self) -> psycopg.Connection:
+        conn = psycopg.connect(self.dsn, autocommit=True, **self._timeout)
+        try:
+            self.embedding_type = ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _run(self, work: Callable[[psycopg.Connection], Any]) -> Any:
+        """``work(conn)`` under the store's lock; a broken connection is replaced once (a restarted server), then _Offline."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = self._connect()
+                    result = work(self._conn)
+                except psycopg.OperationalError as exc:
+                    if self._conn is not None:
+                        self._conn.close()
+                    self._conn = None
+                    if attempt == 2:
+                        self._online, self._last_error = False, exc
+                        raise _Offline(exc) from exc
+                    continue
+                if not self._online:
+                    self._online = True
+                return result
+        raise AssertionError("unreachable")
+
+    def _insert(self, conn: psycopg.Connection, example: InteractionExample, robot_id: str, shared: str,
+                vectors: tuple[str, np.ndarray] | None) -> str:
+        """Write one example (and its key embeddings): 'added', 'same' (already there, equal) or 'conflict'."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            row = conn.execute(f"SELECT {_SELECT}, removed FROM teachbot_examples WHERE id = %s FOR UPDATE",
+                               (example.id,)).fetchone()
+            if row is not None and not row[-1]:
+                return "same" if example_from_row(row[:-1]) == example else "conflict"
+            values = {name: getattr(example, name) for name in EXAMPLE_COLUMNS}
+            values.update(instructions=list(example.instructions), robot_id=robot_id, shared=shared)
+            columns = [*EXAMPLE_COLUMNS, "robot_id", "shared"]
+            conn.execute(f"INSERT INTO teachbot_examples ({', '.join(columns)}, seq, removed) "
+                         f"VALUES ({', '.join(f'%({c})s' for c in columns)}, nextval('teachbot_memory_seq'), false) "
+                         f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns)}, "
+                         "seq = excluded.seq, removed = false", values)
+            conn.execute("DELETE FROM teachbot_example_keys WHERE example_id = %s", (example.id,))
+            if vectors is not None:
+                model, rows = vectors
+                cast = "vector" if self.embedding_type == VECTOR else "real[]"
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO teachbot_example_keys (example_id, model, key_index, profile, robot_id, shared, embedding) "
+                        f"VALUES (%s, %s, %s, %s, %s, %s, %s::{cast})",
+                        [(example.id, model, i, example.profile, robot_id, shared, embedding_literal(row, self.embedding_type))
+                         for i, row in enumerate(rows)])
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"add {example.id}"))
+        return "added"
+
+    def _delete(self, conn: psycopg.Connection, example_id: str) -> bool:
+        """Mark a visible example removed (a tombstone with a new seq) and drop its keys; False if there is none."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            found = conn.execute(f"UPDATE teachbot_examples SET removed = true, seq = nextval('teachbot_memory_seq') "
+                                 f"WHERE id = %(id)s AND NOT removed AND {_VISIBLE} RETURNING id",
+                                 {"id": example_id, "robot": self.robot_id}).fetchone()
+            if found is None:
+                return False
+            conn.execute("DELETE FROM teachbot_example_keys WHERE example_id = %s", (example_id,))
+            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"remove {example_id}"))
+        return True
+
+    def _catch_up(self, conn: psycopg.Connection) -> bool:
+        """Apply every visible change committed after the last one seen (sequence numbers only grow at commit)."""
+        rows = conn.execute(f"SELECT {_SELECT}, removed, seq FROM teachbot_examples WHERE seq > %(seq)s AND {_VISIBLE} "
+                            "ORDER BY seq", {"seq": self._last_seq, "robot": self.robot_id}).fetchall()
+        changed = False
+        for row in rows:
+            example_id, removed = row[0], row[-2]
+            if removed:
+                changed = self._learned.pop(example_id, None) is not None or changed
+            else:
+                example = example_from_row(row[:-2])
+                if self._learned.get(example_id) != example:
+                    self._learned[example_id] = example
+                    changed = True
+            self._last_seq = max(self._last_seq, row[-1])
+        if changed:
+            self._version += 1
+        return changed
+
+    def _flush_spool(self) -> bool:
+        """Write the spooled lessons into the database, oldest first; stops at the first connection failure."""
+        written = 0
+        with self.spool.lock():
+            for lesson in self.spool.lessons():
+                example = lesson.example
+                vectors = self._embed(example)
+                outcome = self._run(lambda conn, e=example, ls=lesson, v=vectors: self._insert(conn, e, ls.robot_id, ls.shared, v))
+                if outcome == "conflict":
+                    self.spool.reject(example.id, "the database holds another example under this id")
+                else:
+                    self.spool.done(example.id)
+                    written += 1
+                with self._lock:
+                    self._spooled.pop(example.id, None)
+                    if outcome != "conflict" and (lesson.shared == "fleet" or lesson.robot_id == self.robot_id):
+                        self._learned[example.id] = example
+                    self._version += 1
+        if written:
+            log.info("memory store: wrote %d queued lesson%s into the database at %s", written, "s" * (written != 1), self.where)
+        return written > 0
+
+    def _stored_locally(self, example: InteractionExample) -> None:
+        with self._lock:
+            if self._learned.get(example.id) != example:
+                self._learned[example.id] = example
+                self._version += 1
+
+    def _embed(self, example: InteractionExample) -> tuple[str, np.ndarray] | None:
+        """(model name, one row per key) for the key rows, or None without an embedder."""
+        if self.embedder is None or not example.keys:
+            return None
+        return self.embedder.name, np.asarray(self.embedder.embed(list(example.keys)), dtype=np.float32)
+
+    def _unreachable(self, exc: _Offline, consequence: str) -> str:
+        cause = str(exc.cause).strip().splitlines()[0] if str(exc.cause).strip() else type(exc.cause).__name__
+        return f"memory store: the database at {self.where} is unreachable ({cause}); {consequence}"
+
+    # ------------------------------------------------------------------ listener
+    def _notified(self) -> None:
+        self._dirty.set()
+        self._background_refresh()
+
+    def _idle(self) -> None:
+        if not self._online:  # the store's own connection failed while the listener's lives: try it again
+            self._back_online()
+
+    def _back_online(self) -> None:
+        with self._lock:
+            self._online = True
+            if self._outage_logged:
+                log.warning("memory store: the database at %s is back; catching up", self.where)
+            self._outage_logged = False
+        self._dirty.set()
+        self._background_refresh()
+        self._first_contact.set()
+
+    def _note_outage(self, exc: BaseException) -> None:
+        with self._lock:
+            self._online = False
+            self._last_error = exc
+            first = not self._outage_logged
+            self._outage_logged = True
+        if first:
+            log.warning("%s", self._unreachable(_Offline(exc), f"serving the {len(self._learned)} learned examples read "
+                                                               f"before, queueing new lessons in {self.spool.directory}; retrying"))
+        self._first_contact.set()
+
+    def _background_refresh(self) -> None:
+        try:
+            changed = self.refresh()
+        except MemoryStoreError as exc:  # e.g. a schema from a newer teachbot: say it, keep serving
+            log.error("%s", exc)
+            return
+        if changed and self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:  # a callback's bug must not stop the listener  # noqa: BLE001
+                log.exception("memory store: on_change callback failed")
