@@ -1,7 +1,15 @@
-"""``config/memory.yaml``: where the store lives, which embedding model, and the retrieval parameters."""
+"""``config/memory.yaml``: where the store lives, which embedding model, and the retrieval parameters.
+
+The store's ``backend`` is ``files`` (one robot: the learned examples are files in ``learned_dir``) or
+``postgres`` (a fleet shares one PostgreSQL database, ``dsn``; teachbot.memory.pg_store), with this robot's
+``robot_id`` as provenance, the ``scope`` of its lessons (``fleet`` or ``robot``) and a ``spool_dir`` for
+lessons learned while the database is away.
+"""
 
 from __future__ import annotations
 
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +36,21 @@ class MemoryConfig:
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     knowledge_dir: Path | None = None
     tasks_dir: Path | None = None
+    backend: str = "files"
+    dsn: str = ""
+    robot_id: str = ""
+    scope: str = "fleet"
+    spool_dir: Path | None = None
+
+    @property
+    def robot_name(self) -> str:
+        """This robot's id in the fleet's provenance: ``robot_id``, or the host name when that is empty."""
+        return self.robot_id or socket.gethostname()
+
+    @property
+    def spool_path(self) -> Path:
+        """Where the postgres backend queues lessons while the database is away (default ``pg_spool`` next to learned_dir)."""
+        return self.spool_dir or self.learned_dir.parent / "pg_spool"
 
     @property
     def knowledge_path(self) -> Path:
@@ -72,7 +95,27 @@ class MemoryConfig:
         if settings.k < 1 or settings.recent < 1 or not 0.0 <= settings.gamma <= 1.0 or batch_size < 1:
             raise ConfigError(f"{source}: need retrieval.k >= 1, retrieval.recent_instructions >= 1, 0 <= retrieval.gamma <= 1 "
                               f"and embedding.batch_size >= 1; got {settings} and batch_size {batch_size}")
+        backend, dsn, robot_id, scope = (store.get(key, default) for key, default in
+                                         (("backend", "files"), ("dsn", ""), ("robot_id", ""), ("scope", "fleet")))
+        for key, value in (("backend", backend), ("dsn", dsn), ("robot_id", robot_id), ("scope", scope)):
+            if not isinstance(value, str):
+                raise ConfigError(f"{source}: memory.store.{key} must be a string, got {value!r}")
+        if backend not in BACKENDS:
+            raise ConfigError(f"{source}: memory.store.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if scope not in SCOPES:
+            raise ConfigError(f"{source}: memory.store.scope must be one of {', '.join(SCOPES)} (who sees this robot's "
+                              f"lessons), got {scope!r}")
+        if backend == "postgres" and not dsn.strip():
+            raise ConfigError(f"{source}: memory.store.backend is postgres but memory.store.dsn is empty; give the database's "
+                              "connection string, e.g. 'host=db.local dbname=teachbot user=robot'")
+        if robot_id and not ROBOT_ID.match(robot_id):
+            raise ConfigError(f"{source}: memory.store.robot_id {robot_id!r}: use letters, digits, '_', '-', '.' (at most 64)")
         return cls(
+            backend=backend,
+            dsn=dsn.strip(),
+            robot_id=robot_id,
+            scope=scope,
+            spool_dir=path_of(store, "spool_dir", "memory.store"),
             learned_dir=learned,
             seeds_dir=path_of(store, "seeds_dir", "memory.store"),
             model_path=path_of(embedding, "model_path", "memory.embedding"),
@@ -84,6 +127,11 @@ class MemoryConfig:
             knowledge_dir=path_of(store, "knowledge_dir", "memory.store") or learned.parent / "knowledge",
             tasks_dir=path_of(store, "tasks_dir", "memory.store") or learned.parent / "tasks",
         )
+
+
+BACKENDS = ("files", "postgres")
+SCOPES = ("fleet", "robot")
+ROBOT_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
 def _section(raw: dict[str, Any], key: str, source: str, dotted: str = "") -> dict[str, Any]:
