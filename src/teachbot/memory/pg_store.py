@@ -326,6 +326,31 @@ class PgMemoryStore:
                 self._stored_locally(example)
         return report
 
+    def add_keys(self, examples: list[InteractionExample]) -> None:
+        """Store the key embeddings of ``embedder`` for stored examples that lack them (one transaction; examples
+        removed meanwhile are skipped). Raises _Offline when the database is away."""
+        rows = [(e, self._embed(e)) for e in examples]
+
+        def insert(conn: psycopg.Connection) -> None:
+            cast = "vector" if self.embedding_type == VECTOR else "real[]"
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                cursor.executemany(
+                    "INSERT INTO teachbot_example_keys (example_id, model, key_index, profile, robot_id, shared, embedding) "
+                    f"SELECT id, %s, %s, profile, robot_id, shared, %s::{cast} FROM teachbot_examples WHERE id = %s "
+                    "AND NOT removed ON CONFLICT DO NOTHING",
+                    [(model, i, embedding_literal(row, self.embedding_type), e.id)
+                     for e, vectors in rows if vectors is not None for model, matrix in [vectors] for i, row in enumerate(matrix)])
+
+        self._run(insert)
+
+    def key_dimension(self, model: str) -> int:
+        """The dimension of ``model``'s stored key embeddings (0 when it has none yet). Raises _Offline."""
+        length = "vector_dims(embedding)" if self.embedding_type == VECTOR else "cardinality(embedding)"
+        row = self._run(lambda conn: conn.execute(f"SELECT {length} FROM teachbot_example_keys WHERE model = %s LIMIT 1",
+                                                  (model,)).fetchone())
+        return int(row[0]) if row else 0
+
     def close(self) -> None:
         """Stop the listener and close the connections."""
         if self._listener is not None:

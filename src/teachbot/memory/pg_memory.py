@@ -1,0 +1,179 @@
+"""Episodic memory on the postgres backend: retrieval in SQL with pgvector's HNSW index, or in process.
+
+``open_memory(config)`` is the one place that picks the backend of config/memory.yaml (memory.store.backend):
+the file store (EpisodicMemory.open) or a PgMemoryStore wrapped in :class:`PgEpisodicMemory`.
+
+Where the database has pgvector (its embeddings are ``vector``), the learned examples are retrieved in SQL:
+the query e = sum_i gamma^(i-1) E(I^i) is computed here as in the file backend (retrieval.query_vector),
+the HNSW index of this embedding model (partial, inner product) returns the nearest key rows of the
+examples this robot may see, and an example's score is its best key's, S(H) = max_j e . E(I_H^j): the core
+paper's score, with HNSW's approximate nearest neighbours in place of the exact scan. Seed examples (files)
+and lessons still queued for the database are scored in process and merged by score. Without pgvector,
+this is the file backend's EpisodicMemory over the PgMemoryStore: the in-process index kept in sync from
+the database (the store catches up on every NOTIFY).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
+from teachbot.memory.episodic import EpisodicMemory
+from teachbot.memory.example import InteractionExample
+from teachbot.memory.pg_schema import VECTOR, embedding_literal, ensure_hnsw_index
+from teachbot.memory.pg_store import PgMemoryStore, _Offline
+from teachbot.memory.retrieval import RetrievalConfig, Retrieved, query_vector
+
+log = logging.getLogger(__name__)
+
+CANDIDATES_PER_K = 4  # key rows fetched per example asked for (an example may own several of the nearest keys)
+MIN_CANDIDATES, MAX_CANDIDATES = 40, 1000  # pgvector's hnsw.ef_search range we use (its maximum is 1000)
+BACKFILL_BATCH = 256
+
+
+def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = None) -> EpisodicMemory:
+    """The episodic memory of ``config`` (default config/memory.yaml) on its backend; the model loads lazily."""
+    config = config or MemoryConfig.load()
+    if config.backend != "postgres":
+        return EpisodicMemory.open(config, embedder)
+    if embedder is None:
+        model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
+        embedder = cached(model, config.cache_dir)
+    store = PgMemoryStore(config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
+                          shared=config.scope, embedder=embedder)
+    return PgEpisodicMemory(store, embedder, config.retrieval)
+
+
+class PgEpisodicMemory(EpisodicMemory):
+    """EpisodicMemory over a PgMemoryStore; with pgvector, learned examples are retrieved in SQL (HNSW)."""
+
+    store: PgMemoryStore
+
+    def __init__(self, store: PgMemoryStore, embedder: Embedder, retrieval: RetrievalConfig | None = None) -> None:
+        super().__init__(store, embedder, retrieval)
+        store.embedder = embedder  # every add stores its key embeddings under this model's name
+        self._with_keys: set[str] = set()  # learned ids known to have key rows of this model
+        self._dim = 0
+        self._sql_lock = threading.Lock()
+        self._was_sql = self.in_sql
+
+    @property
+    def in_sql(self) -> bool:
+        """Learned examples are retrieved in SQL (the database has pgvector)."""
+        return self.store.embedding_type == VECTOR
+
+    def sync(self) -> bool:
+        """In SQL mode: the in-process index holds the seeds and queued lessons only, and every learned example
+        gets key rows of this model in the database (embedded here when another writer left them out)."""
+        with self._lock:
+            if self.in_sql != self._was_sql:  # the database answered for the first time: index anew
+                self._was_sql, self._seen_version = self.in_sql, -1
+        if not self.in_sql:
+            return super().sync()
+        with self._lock:
+            self.store.refresh()
+            if self.store.version == self._seen_version:
+                return False
+            version, examples = self.store.snapshot()
+            local = [e for e in examples if e.source != "learned" or e.id in self.store._spooled]
+            added, removed = self.retriever.sync(local)
+            if self._backfill([e for e in examples if e.source == "learned" and e.id not in self.store._spooled]):
+                self._seen_version = version
+            return bool(added or removed)
+
+    def retrieve(self, newest_first: Sequence[str], profile: str = "", k: int | None = None) -> list[Retrieved]:
+        """Top-k for the instructions, NEWEST FIRST; most similar last (as EpisodicMemory.retrieve)."""
+        if not self.in_sql:
+            return super().retrieve(newest_first, profile, k)
+        self.sync()
+        config = self.retriever.config
+        recent = [t for t in newest_first if t.strip()][: config.recent]
+        k = k or config.k
+        if not recent or k <= 0:
+            return []
+        local = self.retriever.retrieve(newest_first, profile, k)
+        query = query_vector(np.asarray(self.embedder.embed(recent), dtype=np.float32), config.gamma)
+        try:
+            learned = self._nearest(query, profile, k)
+        except _Offline as exc:
+            log.warning("%s", self.store._unreachable(exc, "retrieving from the seeds and queued lessons only"))
+            learned = []
+        merged = sorted([*local, *learned], key=lambda r: (r.score, r.example.id))
+        return merged[-k:]
+
+    def _nearest(self, query: np.ndarray, profile: str, k: int) -> list[Retrieved]:
+        """The k learned examples whose best key is nearest to ``query`` (HNSW; an exact scan when it finds too few)."""
+        if not self._dim:
+            return []
+        limit = min(MAX_CANDIDATES, max(MIN_CANDIDATES, CANDIDATES_PER_K * k))
+        found = self.store._run(lambda conn: self._search(conn, query, profile, limit, exact=False))
+        if len(found) < k:  # a selective filter (profile, scope) left too few of the index's candidates
+            found = self.store._run(lambda conn: self._search(conn, query, profile, k * CANDIDATES_PER_K, exact=True))
+        results: list[Retrieved] = []
+        for example_id, key_index, score in found:
+            try:
+                example = self.store.get(example_id)
+            except KeyError:  # removed meanwhile, or not caught up yet
+                continue
+            keys = example.keys
+            results.append(Retrieved(example, float(score), keys[key_index] if key_index < len(keys) else ""))
+            if len(results) == k:
+                break
+        return sorted(results, key=lambda r: (r.score, r.example.id))
+
+    def _search(self, conn: psycopg.Connection, query: np.ndarray, profile: str, limit: int,
+                exact: bool) -> list[tuple[str, int, float]]:
+        """(example id, best key index, score) per example, best first, from the ``limit`` nearest key rows."""
+        vector = sql.SQL("(embedding::vector({dim}))").format(dim=sql.Literal(self._dim))
+        statement = sql.SQL(
+            "SELECT example_id, key_index, score FROM ("
+            " SELECT DISTINCT ON (example_id) example_id, key_index, score FROM ("
+            "  SELECT example_id, key_index, -({vector} <#> %(q)s::vector({dim})) AS score FROM teachbot_example_keys"
+            "  WHERE model = {model} AND (shared = 'fleet' OR robot_id = %(robot)s){profile}"
+            "  ORDER BY {vector} <#> %(q)s::vector({dim}) LIMIT %(limit)s) AS nearest"
+            " ORDER BY example_id, score DESC) AS best ORDER BY score DESC, example_id DESC"
+        ).format(vector=vector, dim=sql.Literal(self._dim), model=sql.Literal(self.embedder.name),
+                 profile=sql.SQL(" AND profile = %(profile)s") if profile else sql.SQL(""))
+        with self._sql_lock, conn.transaction():
+            if exact:
+                conn.execute("SET LOCAL enable_indexscan = off")
+            else:
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(limit)))
+            rows = conn.execute(statement, {"q": embedding_literal(query, VECTOR), "robot": self.store.robot_id,
+                                            "profile": profile, "limit": limit}).fetchall()
+        return [(row[0], int(row[1]), float(row[2])) for row in rows]
+
+    def _backfill(self, learned: list[InteractionExample]) -> bool:
+        """Key rows of this model for the learned examples that lack them (imported, or written by another model),
+        and this model's HNSW index once its dimension is known; False when the database was away."""
+        current = {e.id for e in learned}
+        self._with_keys &= current
+        unknown = [e for e in learned if e.id not in self._with_keys and e.keys]
+        model = self.embedder.name
+        try:
+            have: set[str] = set()
+            for start in range(0, len(unknown), 50_000):
+                ids = [e.id for e in unknown[start:start + 50_000]]
+                have |= {row[0] for row in self.store._run(lambda conn, ids=ids: conn.execute(
+                    "SELECT DISTINCT example_id FROM teachbot_example_keys WHERE model = %s AND example_id = ANY(%s)",
+                    (model, ids)).fetchall())}
+            missing = [e for e in unknown if e.id not in have]
+            for start in range(0, len(missing), BACKFILL_BATCH):
+                self.store.add_keys(missing[start:start + BACKFILL_BATCH])
+            self._with_keys |= {e.id for e in unknown}
+            if not self._dim:
+                dim = self.store.key_dimension(model)
+                if dim:
+                    self.store._run(lambda conn: ensure_hnsw_index(conn, model, dim))
+                    self._dim = dim
+        except _Offline as exc:
+            log.warning("%s", self.store._unreachable(exc, "the new examples' embeddings are stored when it is back"))
+            return False
+        return True
