@@ -33,7 +33,7 @@ SHELL := bash
 .DELETE_ON_ERROR:
 .PHONY: setup test demo lint bench clean distclean prove-loopback
 
-setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap $(STAMPS)/postgresql
+setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap $(STAMPS)/postgresql $(STAMPS)/chromium
 
 # The ROS 2 Kilted wheels are built for CPython 3.11 only.
 $(STAMPS)/venv:
@@ -95,6 +95,21 @@ $(STAMPS)/postgresql: | $(STAMPS)/venv
 	    || echo "setup: could not install postgresql; the tests of the memory's postgres backend on Debian's server skip" >&2; \
 	else \
 	  echo "setup: PostgreSQL is not installed; the tests of the memory's postgres backend on Debian's server skip (sudo apt-get install postgresql)"; \
+	fi; \
+	touch $@
+
+# Chromium and its driver (Debian's chromium, chromium-driver) for the web page's tests in a real browser
+# (test/test_web_browser.py, bench/web.py: headless, selenium on the system chromedriver). Installed with apt-get
+# when missing and we are root, else a note (those tests then skip); a stamp as above.
+$(STAMPS)/chromium: | $(STAMPS)/venv
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+	  :; \
+	elif [[ $$(id -u) == 0 ]] && command -v apt-get >/dev/null; then \
+	  echo "setup: installing chromium and chromium-driver (the web page's browser tests)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; } \
+	    || echo "setup: could not install chromium; the web page's browser tests skip" >&2; \
+	else \
+	  echo "setup: chromium is not installed; the web page's browser tests skip (sudo apt-get install chromium chromium-driver)"; \
 	fi; \
 	touch $@
 
