@@ -1,7 +1,6 @@
 """Episodic memory on the postgres backend: retrieval in SQL with pgvector's HNSW index, or in process.
 
-``open_memory(config)`` is the one place that picks the backend of config/memory.yaml (memory.store.backend):
-the file store (EpisodicMemory.open) or a PgMemoryStore wrapped in :class:`PgEpisodicMemory`.
+teachbot.memory.pg_backend.open_memory(config) builds it when memory.store.backend is ``postgres``.
 
 Where the database has pgvector (its embeddings are ``vector``), the learned examples are retrieved in SQL:
 the query e = sum_i gamma^(i-1) E(I^i) is computed here as in the file backend (retrieval.query_vector),
@@ -23,8 +22,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from teachbot.memory.config import MemoryConfig
-from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
+from teachbot.memory.embedding import Embedder
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.memory.pg_schema import VECTOR, embedding_literal, ensure_hnsw_index
@@ -36,19 +34,6 @@ log = logging.getLogger(__name__)
 CANDIDATES_PER_K = 4  # key rows fetched per example asked for (an example may own several of the nearest keys)
 MIN_CANDIDATES, MAX_CANDIDATES = 40, 1000  # pgvector's hnsw.ef_search range we use (its maximum is 1000)
 BACKFILL_BATCH = 256
-
-
-def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = None) -> EpisodicMemory:
-    """The episodic memory of ``config`` (default config/memory.yaml) on its backend; the model loads lazily."""
-    config = config or MemoryConfig.load()
-    if config.backend != "postgres":
-        return EpisodicMemory.open(config, embedder)
-    if embedder is None:
-        model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
-        embedder = cached(model, config.cache_dir)
-    store = PgMemoryStore(config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
-                          shared=config.scope, embedder=embedder)
-    return PgEpisodicMemory(store, embedder, config.retrieval)
 
 
 class PgEpisodicMemory(EpisodicMemory):
