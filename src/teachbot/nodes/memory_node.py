@@ -39,6 +39,7 @@ from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
+from teachbot.memory.pg_backend import open_memory
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
@@ -95,7 +96,8 @@ class MemoryNode(Node):
         self.declare_parameter("task_profile", task_profile)
         refuse_duplicate(self)
         # (an empty EpisodicMemory is falsy: a given store must never be swapped for the configured one)
-        self.memory = memory if memory is not None else EpisodicMemory.open(self._config())
+        # memory.store.backend: the file store or a fleet's PostgreSQL database (teachbot.memory.pg_backend)
+        self.memory = memory if memory is not None else open_memory(self._config())
         self.memory.sync()
         # load the embedding model now: on the first query it would block this node's executor for seconds
         self.memory.warm_up()
@@ -127,8 +129,10 @@ class MemoryNode(Node):
         explicit = str(self.get_parameter(parameter).value)
         if explicit:
             return Path(explicit).expanduser().resolve()
-        learned = Path(self.memory.store.learned_dir).resolve()
-        return configured if learned == self._config().learned_dir.resolve() else learned.parent / name
+        learned = Path(self.memory.store.learned_dir).resolve()  # the postgres backend's local directory is its spool
+        config = self._config()
+        own = config.spool_path if config.backend == "postgres" else config.learned_dir
+        return configured if learned == own.resolve() else learned.parent / name
 
     def _knowledge(self) -> KnowledgeRetriever:
         """The knowledge base and its retriever (see the module docstring for where it lives)."""
@@ -156,6 +160,9 @@ class MemoryNode(Node):
     def close(self) -> None:
         if self.tasks is not None:
             self.tasks.close()
+        close_store = getattr(self.memory.store, "close", None)  # the postgres backend's listener and connections
+        if close_store is not None:
+            close_store()
 
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)
