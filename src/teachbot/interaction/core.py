@@ -24,10 +24,12 @@ from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
 from teachbot.console.transcript import Entry, Transcript
-from teachbot.interaction.learning import Learner, LearnRequest
+from teachbot.interaction.confirm import LessonConfirmation
+from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
 from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
+from teachbot.memory.example import InteractionExample
 
 ENDED = "the person ended the session"
 LEARN_GRACE = 1.0  # seconds the console waits past the learning deadline (the learner stores nothing after it)
@@ -45,6 +47,7 @@ class CoreConfig:
     approval: str = "approval"  # the approval gate's config (config/approval.yaml, a path), or "none"
     bounds: Bounds = Bounds()  # sizes console code can make this process hold (the session gets the transcript's)
     llm_wait_notice: float = 20.0  # seconds without the model's answer before the robot says it is waiting (0: never)
+    confirm_lessons: bool = False  # read a lesson back and store it only once the person agrees (teachbot.interaction.confirm)
 
     @classmethod
     def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
@@ -59,6 +62,7 @@ class CoreConfig:
             reserve_tokens=int(interaction.get("reserve_tokens", 256)),
             approval=str(interaction.get("approval", "approval")),
             llm_wait_notice=float(interaction.get("llm_wait_notice", 20.0)),
+            confirm_lessons=_flag(interaction.get("confirm_lessons", False), "interaction.confirm_lessons"),
         )
 
 
@@ -74,6 +78,10 @@ class InteractionCore:
     CorrectionHandler) reads the person's words after the robot acted as a plan- or skill-level
     correction. An episode with corrections that did not call ``learn_from_interaction()`` ends with the
     learner distilling knowledge from it (``Learner.distill``), when the learner can.
+
+    Confirm-before-store: while ``confirm_lessons`` is true (config, or set at run time) a lesson is read back to
+    the person and stored only once they agree (teachbot.interaction.confirm); ``on_pending_lesson`` is told the
+    candidate while the question is open and None once it is answered.
     """
 
     def __init__(
@@ -96,6 +104,7 @@ class InteractionCore:
         knowledge: Any = None,
         corrections: Any = None,
         known_objects: Callable[[], list[str]] | None = None,
+        on_pending_lesson: Callable[[InteractionExample | None], None] | None = None,
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
@@ -129,6 +138,9 @@ class InteractionCore:
         self._corrected = False  # this episode had a correction the handler recognised
         self._learned = False  # this episode called learn_from_interaction()
         self._stopping = threading.Event()
+        self.confirm_lessons = self.config.confirm_lessons
+        self.confirmation = LessonConfirmation(learner, dialog, on_pending=on_pending_lesson or (lambda _lesson: None),
+                                               log=log) if learner is not None else None
 
     def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
         base_url = str(getattr(model, "base_url", ""))
@@ -251,16 +263,17 @@ class InteractionCore:
 
     # ------------------------------------------------------------------ learning
     def learn_from_interaction(self) -> str | None:
-        """Send this episode's transcript to the learner; say what will be done differently."""
+        """Send this episode's transcript to the learner; say what will be done differently (or, with
+        ``confirm_lessons``, read the lesson back and store it only once the person agrees)."""
         if self.learner is None:
             raise NotAvailableError("learn_from_interaction() is not available: no improvement node is configured")
         deadline = self.config.learn_deadline
-        request = self._learn_request(deadline)
+        confirm = self.confirm_lessons and self.confirmation is not None
+        request = replace(self._learn_request(deadline), store=not confirm)
         self._learned = True
-        try:
-            reply = self.learner.improve(request, timeout=deadline + LEARN_GRACE)
-        except TimeoutError:
-            raise TimeoutError(f"learning took longer than {deadline:g} s and was cancelled; nothing was stored") from None
+        reply = self._improve(request)
+        if confirm and not reply.stored and reply.lesson is not None:
+            return self.confirmation.run(request, reply.lesson, deadline + LEARN_GRACE, self._improve)
         if not reply.stored:
             return f"nothing learned: {reply.message}"
         if self.knowledge is not None:
@@ -269,6 +282,17 @@ class InteractionCore:
         self.dialog.say(self.dialog.fit(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}"))
         return None
 
+    def _improve(self, request: LearnRequest) -> LearnReply:
+        """One learner call with a fresh deadline (an edit of the person's comes long after the first call)."""
+        deadline = self.config.learn_deadline
+        try:
+            reply = self.learner.improve(replace(request, deadline=time.time() + deadline), timeout=deadline + LEARN_GRACE)
+        except TimeoutError:
+            raise TimeoutError(f"learning took longer than {deadline:g} s and was cancelled; nothing was stored") from None
+        if reply.stored and self.knowledge is not None:
+            self.knowledge.forget()
+        return reply
+
     def close(self) -> None:
         self._stopping.set()
         self.dialog.close()
@@ -276,3 +300,12 @@ class InteractionCore:
     def shutdown(self) -> None:
         """Release the sandbox worker (after the episode thread stopped)."""
         self.sandbox.close()
+
+
+def _flag(value: Any, key: str) -> bool:
+    """A YAML boolean of the config (a quoted "true" is refused, as a typo would be)."""
+    if not isinstance(value, bool):
+        from teachbot.errors import ConfigError
+
+        raise ConfigError(f"config/interaction.yaml {key}: expected true or false, got {value!r}")
+    return value

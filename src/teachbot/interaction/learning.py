@@ -3,6 +3,11 @@
 The improvement chain runs elsewhere (the improvement node); the console waits until the deadline
 and a little more, the learner stores nothing after the deadline, so a lesson is never stored after
 the console has already shown that learning timed out.
+
+Confirm-before-store (teachbot.interaction.confirm): a request with ``store=False`` makes the learner
+store nothing and answer with the candidate lesson instead; the console reads its one sentence back to
+the person and stores it through :meth:`Learner.store` only once they agree. A request that carries the
+person's own ``improvement`` sentence (their edit) skips the model's problem and how-to-do-better answers.
 """
 
 from __future__ import annotations
@@ -10,25 +15,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from teachbot.memory.example import InteractionExample
+
 
 @dataclass(frozen=True)
 class LearnRequest:
-    """``deadline``: wall-clock seconds (time.time()) after which nothing may be stored."""
+    """``deadline``: wall-clock seconds (time.time()) after which nothing may be stored.
+
+    ``store``: False asks for the candidate lesson only (nothing stored); ``problem`` and ``improvement``,
+    when given, are the lesson's problem and the person's own sentence of how to do better, used instead of
+    asking the model for them."""
 
     profile: str
     episode_id: str
     transcript: str
     scene_objects: tuple[str, ...]
     deadline: float
+    store: bool = True
+    problem: str = ""
+    improvement: str = ""
 
 
 @dataclass(frozen=True)
 class LearnReply:
     stored: bool
     message: str  # what the robot will do differently, or why nothing was learned
+    lesson: InteractionExample | None = None  # the lesson stored, or the candidate of a store=False request
+    example_id: str = ""  # its id in memory when stored
 
 
 class Learner(Protocol):
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
         """Run the chain; raise NotAvailableError when no learner runs, TimeoutError past ``timeout`` s."""
+        ...
+
+    def store(self, lesson: InteractionExample, timeout: float) -> LearnReply:
+        """Store a lesson the person confirmed (memory's add); TimeoutError past ``timeout`` s."""
         ...

@@ -10,7 +10,9 @@ names an object that was not in the scene.
 
 The whole chain runs under an optional deadline (``time.monotonic()``) and a ``cancelled()`` check:
 before each LLM call it stops with a not-ok lesson when either says so, and each call gets the seconds
-left as its ``timeout``. Ablations: ``off`` (never learn), ``store_raw`` (store the interaction as it
+left as its ``timeout``. Given the person's own sentence of how to do better (their edit of the lesson read back
+to them, teachbot.interaction.confirm), the chain skips (1) and (2) and asks for the scope and the improved
+interaction from that sentence. Ablations: ``off`` (never learn), ``store_raw`` (store the interaction as it
 was, no LLM), ``improve`` (the default).
 """
 
@@ -124,11 +126,15 @@ class Improver:
         scene_objects: Sequence[str] = (),
         deadline: float | None = None,
         cancelled: Callable[[], bool] | None = None,
+        problem: str = "",
+        improvement: str = "",
     ) -> Lesson:
         """The lesson of ``transcript_text`` (the console text up to and including the learn call).
 
         ``scene_objects``: the object names the robot knew (empty: not checked); ``deadline``: on
-        ``time.monotonic()``, for the whole chain; ``cancelled``: stops the chain before its next call."""
+        ``time.monotonic()``, for the whole chain; ``cancelled``: stops the chain before its next call;
+        ``improvement``: the person's own sentence of how to do better (with the ``problem`` found before),
+        which replaces the model's answers to (1) and (2)."""
         if self.mode == "off":
             return Lesson(False, "learning is switched off (learning.mode: off)")
         history = _without_learn_call(transcript_text)
@@ -139,6 +145,8 @@ class Improver:
         found: dict[str, Any] = {}
         budget = _Budget(deadline, cancelled)
         try:
+            if improvement.strip():
+                return self._from_sentence(history, tuple(scene_objects), budget, found, problem, improvement)
             return self._chain(history, tuple(scene_objects), budget, found)
         except _Stopped as stop:
             return Lesson(False, stop.reason, **found)
@@ -155,7 +163,13 @@ class Improver:
             return Lesson(False, f"the improvement model {said}; nothing was learned", **found)
         problem = verdict.description
         improvement = _one_sentence(self._ask(budget, "better", transcript=history, problem=problem))
-        found["improvement"] = improvement
+        return self._from_sentence(history, scene_objects, budget, found, problem, improvement, notes, suffix)
+
+    def _from_sentence(self, history: str, scene_objects: tuple[str, ...], budget: _Budget, found: dict[str, Any],
+                       problem: str, improvement: str, notes: tuple[str, ...] = (), suffix: str = "") -> Lesson:
+        """Steps (scope) and (3) from the problem and the sentence of how to do better."""
+        improvement = " ".join(improvement.split())
+        found.update(problem=problem, improvement=improvement)
         scope = _one_sentence(self._ask(budget, "scope", transcript=history, improvement=improvement))
         found["scope"] = scope
         answer = self._ask(budget, "transcript", transcript=history, problem=problem, improvement=improvement,
