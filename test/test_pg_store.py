@@ -31,6 +31,9 @@ from teachbot.memory.pg_store import PgMemoryStore
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TEST = Path(__file__).resolve().parent
+# The tests with child processes or a killed server exercise what both kinds share (transactions, locks, WAL,
+# reconnects): one kind keeps the file fast. The embeddings' column type differs, so the rest runs on both.
+ONE_KIND = pytest.mark.parametrize("pg_server", ["debian"], indirect=True)
 
 
 class HashEmbedder:
@@ -246,6 +249,7 @@ def check_example(example: InteractionExample, size: int) -> None:
     assert example.transcript.count(example.id) == size + 1
 
 
+@ONE_KIND
 def test_three_writer_processes_lose_and_duplicate_nothing(stores: Callable[..., PgMemoryStore], dsn: str, tmp_path: Path,
                                                             pg_server: PgServer) -> None:  # noqa: F811
     script = tmp_path / "writer.py"
@@ -268,6 +272,7 @@ def test_three_writer_processes_lose_and_duplicate_nothing(stores: Callable[...,
     assert pg_server.psql("SELECT count(*) FROM teachbot_example_keys", database) == "120"
 
 
+@ONE_KIND
 def test_kill_9_of_writers_mid_add_loses_and_corrupts_nothing(stores: Callable[..., PgMemoryStore], dsn: str, tmp_path: Path,
                                                                pg_server: PgServer) -> None:  # noqa: F811
     script = tmp_path / "writer.py"
@@ -324,6 +329,7 @@ def test_server_restart_queues_lessons_then_catches_up(stores: Callable[..., PgM
     assert sorted(e.id for e in robot_a.list()) == ["after", "before", "during"]
 
 
+@ONE_KIND
 def test_crash_of_the_server_keeps_committed_lessons(stores: Callable[..., PgMemoryStore], pg_server: PgServer) -> None:  # noqa: F811
     store = stores("r1")
     ids = [store.add(learned(f"c{i}", "tabletop", f"crash lesson {i}")) for i in range(3)]
