@@ -1,0 +1,290 @@
+"""The web page's server without ROS: a fake robot behind the hub, real uvicorn on a free loopback port, real HTTP
+and websocket clients. The guards (CSP and friends, loopback Host, same-origin websockets, the token and its
+cookie, message checks, the rate limit, the client limit), the events a page gets, and camera frames at their rate."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from teachbot.errors import ConfigError
+from teachbot.memory.example import InteractionExample
+from teachbot.web.app import COOKIE, CSP, PageApp
+from teachbot.web.config import WebConfig
+from teachbot.web.frames import FrameSource, unpack
+from teachbot.web.hub import Hub, RobotUnavailable
+from teachbot.web.protocol import Limits, RateLimit, Refused, clean_text, parse
+from teachbot.web.server import WebServer
+
+pytestmark = pytest.mark.timeout(60)
+TOKEN = "correct-horse-battery-staple"
+
+
+class FakeRobot:
+    """The hub's Robot: records what the page asked for; two lessons in its memory."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self.stops: list[bool] = []
+        self.ended = 0
+        self.confirm: list[bool] = []
+        self.memory_up = True
+        self.lessons = [
+            InteractionExample(id="l1", transcript=">>> wait_for_trigger()", improvement="Take the green block.",
+                               problem="It took the red block.", scope="always", created="2026-01-01T10:00:00+00:00"),
+            InteractionExample(id="l2", transcript=">>> say('<script>alert(1)</script>')", improvement="Ask first.",
+                               created="2026-01-02T10:00:00+00:00"),
+        ]
+
+    def say(self, text):
+        self.said.append(text)
+
+    def emergency_stop(self, engaged):
+        self.stops.append(engaged)
+
+    def end_conversation(self):
+        self.ended += 1
+
+    def list_lessons(self):
+        if not self.memory_up:
+            raise RobotUnavailable("memory/list is not served: is the memory node running?")
+        return list(self.lessons)
+
+    def remove_lesson(self, example_id):
+        self.lessons = [e for e in self.lessons if e.id != example_id]
+        return f"removed lesson {example_id}"
+
+    def set_confirm(self, on):
+        self.confirm.append(on)
+        return "ok"
+
+
+class Page:
+    """A served page over a FakeRobot."""
+
+    def __init__(self, **overrides) -> None:
+        self.config = WebConfig.load(port=0, **overrides).with_token({})
+        self.robot = FakeRobot()
+        self.hub = Hub(self.robot, max_clients=overrides.get("max_clients", 8))
+        self.frames = FrameSource(self.config.camera_fps, self.config.camera_width, self.config.jpeg_quality)
+        self.server = WebServer(self.config, PageApp(self.config, self.hub, self.frames, max_text_chars=100))
+        self.url = self.server.start()
+        self.origin = self.url.rstrip("/")
+
+    def ws(self, path="/ws", origin=None, **kw):
+        return connect(self.url.replace("http", "ws", 1).rstrip("/") + path, origin=origin or self.origin, **kw)
+
+    def close(self):
+        self.server.stop()
+
+
+@pytest.fixture()
+def page():
+    p = Page()
+    yield p
+    p.close()
+
+
+def events(ws, until, timeout=5.0):
+    """Events from ``ws`` until one satisfies ``until`` (returned last)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = json.loads(ws.recv(timeout=deadline - time.monotonic()))
+        got.append(event)
+        if until(event):
+            return got
+    raise AssertionError(f"no matching event; got {got}")
+
+
+def test_the_page_and_its_files_are_served_with_the_guard_headers(page):
+    index = httpx.get(page.url)
+    assert index.status_code == 200 and 'src="/static/app.js"' in index.text
+    assert index.headers["content-security-policy"] == CSP
+    assert "script-src 'self'" in CSP and "unsafe" not in CSP and "default-src 'none'" in CSP
+    assert index.headers["x-content-type-options"] == "nosniff" and index.headers["x-frame-options"] == "DENY"
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css"), ("highlight.css", "text/css")):
+        asset = httpx.get(page.url + "static/" + name)
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind), name
+    assert "innerHTML" not in httpx.get(page.url + "static/app.js").text  # the page never parses text as markup
+    assert "eval(" not in httpx.get(page.url + "static/app.js").text
+    for missing in ("static/index.html", "static/../config.py", "static/nothing.js", "admin"):
+        assert httpx.get(page.url + missing).status_code == 404, missing
+
+
+def test_a_page_addressed_by_another_name_is_refused(page):
+    """DNS rebinding: a page of evil.example resolving to 127.0.0.1 reaches the server with its own Host."""
+    assert httpx.get(page.url, headers={"host": f"evil.example:{page.server.port}"}).status_code == 403
+    assert httpx.get(page.url, headers={"host": f"localhost:{page.server.port}"}).status_code == 200
+    assert httpx.get(page.url + "lessons.jsonl", headers={"host": "evil.example"}).status_code == 403
+
+
+def test_a_websocket_from_another_origin_is_refused(page):
+    with pytest.raises(InvalidStatus) as refused:
+        page.ws(origin="http://evil.example")
+    assert refused.value.response.status_code == 403
+    with pytest.raises(InvalidStatus):
+        page.ws(path="/ws/camera", origin="http://evil.example")
+
+
+def test_a_page_gets_the_state_and_its_words_reach_the_robot(page):
+    page.hub.dialog("robot", "Hello <b>there</b>")
+    page.hub.transcript("ep1", 0, [">>> wait_for_trigger()", "{'type': 'dialog', 'text': 'hi'}"])
+    page.hub.objects([{"name": "red block", "position": [0.1, -0.5, 0.02]}])
+    with page.ws() as ws:
+        got = events(ws, lambda e: e["type"] == "pending")
+        kinds = [e["type"] for e in got]
+        assert kinds == ["status", "objects", "dialog", "transcript", "pending"]
+        assert got[2]["text"] == "Hello <b>there</b>"  # text, shown as text by the page
+        assert got[3]["lines"][0] == [["gp", ">>> "], ["n", "wait_for_trigger"], ["p", "()"]]
+        ws.send(json.dumps({"type": "say", "text": "  put the\nred block\u202e in the bowl "}))
+        ws.send(json.dumps({"type": "stop"}))
+        events(ws, lambda e: e["type"] == "note" and "engaged" in e["text"])
+        assert page.robot.said == ["put the red block in the bowl"] and page.robot.stops == [True]
+        page.hub.dialog("user", "put the red block in the bowl")
+        assert events(ws, lambda e: e["type"] == "dialog")[-1]["speaker"] == "user"
+
+
+def test_bad_messages_are_refused_and_never_reach_the_robot(page):
+    bad = ["not json", "[1, 2]", json.dumps({"type": "exec", "code": "1"}), json.dumps({"type": "say"}),
+           json.dumps({"type": "say", "text": 5}), json.dumps({"type": "say", "text": "x" * 101}),
+           json.dumps({"type": "say", "text": "hi", "extra": 1}), json.dumps({"type": "say", "text": "\u200b \n"}),
+           json.dumps({"type": "remove", "id": "../../etc/passwd"}), json.dumps({"type": "confirm_mode", "on": "yes"}),
+           json.dumps({"type": "lessons", "query": "q" * 201})]
+    with page.ws() as ws:
+        events(ws, lambda e: e["type"] == "pending")
+        for message in bad:
+            ws.send(message)
+            event = events(ws, lambda e: e["type"] == "note")[-1]
+            assert event["error"] and event["text"].startswith("refused: "), message
+        ws.send(b"\x00\x01")
+        assert events(ws, lambda e: e["type"] == "note")[-1]["text"] == "refused: binary messages are not accepted"
+    assert page.robot.said == [] and page.robot.lessons[0].id == "l1"
+
+
+def test_a_message_over_the_size_limit_closes_the_connection(page):
+    with page.ws(max_size=None) as ws:
+        events(ws, lambda e: e["type"] == "pending")
+        ws.send(json.dumps({"type": "say", "text": "x" * 20000}))
+        with pytest.raises(Exception):  # noqa: B017 - the server closes with 1009 (message too big)
+            events(ws, lambda e: False, timeout=3.0)
+    assert page.robot.said == []
+
+
+def test_a_flood_of_messages_is_cut_by_the_rate_limit():
+    limit = RateLimit(per_second=20.0, window=5.0)
+    passed = sum(limit.allow(0.0) for _ in range(500))
+    assert passed == 100  # 5 s of 20/s at once, then nothing
+    assert limit.allow(0.1) and limit.allow(0.1) and not limit.allow(0.1)  # 0.1 s refills two
+
+
+def test_lessons_search_remove_undo_and_export(page):
+    with page.ws() as ws:
+        events(ws, lambda e: e["type"] == "pending")
+        ws.send(json.dumps({"type": "lessons", "query": ""}))
+        listed = events(ws, lambda e: e["type"] == "lessons")[-1]["lessons"]
+        assert [row["id"] for row in listed] == ["l2", "l1"]  # newest first
+        ws.send(json.dumps({"type": "lessons", "query": "GREEN always"}))
+        assert [row["id"] for row in events(ws, lambda e: e["type"] == "lessons")[-1]["lessons"]] == ["l1"]
+        exported = httpx.get(page.url + "lessons.jsonl")
+        assert exported.headers["content-disposition"] == 'attachment; filename="lessons.jsonl"'
+        assert [json.loads(line)["id"] for line in exported.text.splitlines()] == ["l2", "l1"]
+        ws.send(json.dumps({"type": "undo"}))
+        assert "removed the last lesson (l2)" in events(ws, lambda e: e["type"] == "note")[-1]["text"]
+        ws.send(json.dumps({"type": "remove", "id": "l1"}))
+        events(ws, lambda e: e["type"] == "note")
+        assert page.robot.lessons == []
+        ws.send(json.dumps({"type": "undo"}))
+        assert events(ws, lambda e: e["type"] == "note")[-1]["text"] == "there is no learned lesson to undo"
+        page.robot.memory_up = False
+        ws.send(json.dumps({"type": "lessons", "query": ""}))
+        event = events(ws, lambda e: e["type"] == "note")[-1]
+        assert event["error"] and "memory node" in event["text"]
+        assert httpx.get(page.url + "lessons.jsonl").status_code == 503
+
+
+def test_more_pages_than_allowed_are_turned_away():
+    page = Page(max_clients=1)
+    try:
+        with page.ws() as first:
+            events(first, lambda e: e["type"] == "pending")
+            with page.ws() as second:
+                assert "pages are open already" in json.loads(second.recv(timeout=5))["text"]
+    finally:
+        page.close()
+
+
+def test_a_token_is_needed_for_every_request_and_kept_in_a_cookie(tmp_path):
+    page = Page(token=TOKEN)
+    try:
+        assert httpx.get(page.url).status_code == 401
+        assert httpx.get(page.url + "?token=wrong-token-of-some-length").status_code == 401
+        assert httpx.get(page.url + "static/app.js").status_code == 401
+        with pytest.raises(InvalidStatus):
+            page.ws()
+        opened = httpx.get(page.url + "?token=" + TOKEN)
+        assert opened.status_code == 303 and opened.headers["location"] == "/"
+        cookie = opened.headers["set-cookie"]
+        assert f"{COOKIE}={TOKEN}" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        with httpx.Client(cookies={COOKIE: TOKEN}) as browser:
+            assert browser.get(page.url).status_code == 200
+            assert browser.get(page.url + "lessons.jsonl").status_code == 200
+        with page.ws(additional_headers={"Cookie": f"{COOKIE}={TOKEN}"}) as ws:
+            assert json.loads(ws.recv(timeout=5))["type"] == "status"
+    finally:
+        page.close()
+
+
+def test_another_address_than_loopback_needs_a_token(tmp_path):
+    with pytest.raises(ConfigError, match="without a token"):
+        WebConfig.load(host="0.0.0.0").with_token({})
+    with pytest.raises(ConfigError, match="at least 16 characters"):
+        WebConfig.load(host="0.0.0.0").with_token({"TEACHBOT_WEB_TOKEN": "short"})
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert WebConfig.load(host="0.0.0.0", token_file=str(token_file)).with_token({}).token == TOKEN
+    assert WebConfig.load(host="::1").with_token({}).token == ""
+    with pytest.raises(ConfigError, match="web.camera_fps"):
+        WebConfig.load(camera_fps=0.0)
+
+
+def test_camera_frames_come_at_the_configured_rate_newest_first(page):
+    image = np.zeros((240, 320, 3), dtype=np.uint8)
+    image[:, :, 2] = 255  # blue in bgr8 order
+    with page.ws(path="/ws/camera") as cam:
+        deadline = time.monotonic() + 2.0
+        while page.frames.watchers == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert page.frames.watchers == 1
+        got, started = [], time.monotonic()
+        while time.monotonic() - started < 2.0:
+            page.frames.offer(image.tobytes(), 320, 240, "bgr8", 320 * 3, time.time())
+            with contextlib.suppress(TimeoutError):
+                got.append(cam.recv(timeout=0.02))
+        header, jpeg = unpack(got[-1])
+        assert jpeg[:2] == b"\xff\xd8" and header["width"] == 320 and header["height"] == 240
+        rate = len(got) / 2.0
+        assert 2.0 <= rate <= page.config.camera_fps + 1.0, rate  # 4 fps configured, ~100 images offered a second
+        assert [unpack(m)[0]["seq"] for m in got] == sorted(unpack(m)[0]["seq"] for m in got)
+    deadline = time.monotonic() + 3.0
+    while page.frames.watchers and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert page.frames.watchers == 0  # the bridge unsubscribes from the camera
+
+
+def test_the_checks_of_a_message():
+    limits = Limits(max_text_chars=10)
+    assert parse('{"type": "say", "text": " a\\tb "}', limits) == {"type": "say", "text": "a b"}
+    assert parse('{"type": "lessons"}', limits) == {"type": "lessons", "query": ""}
+    assert clean_text("x\u0000y\u200bz\u202e!") == "xyz!"
+    with pytest.raises(Refused, match="unexpected field"):
+        parse('{"type": "stop", "now": true}', limits)
+    with pytest.raises(Refused, match="must be bool"):
+        parse('{"type": "confirm_mode", "on": 1}', limits)
