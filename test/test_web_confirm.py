@@ -181,3 +181,19 @@ def test_the_answers_are_read_as_yes_no_edit_or_unclear():
         [YES, YES, YES, NO, NO, NO, UNCLEAR, EDIT, EDIT]
     assert sentence_of(InteractionExample(improvement="take the green block")) == "take the green block."
     assert sentence_of(replace(InteractionExample(), problem="It guessed.")) == "It guessed."
+
+
+def test_ending_the_conversation_ends_the_episode_quietly_and_the_next_starts_afresh(tmp_path):
+    with Console(tmp_path, confirm=False) as c:
+        c.dialog.put_user("put the block in the blue bowl")
+        wait_until(lambda: c.said, what="the robot's report")  # it waits for the person now (its own wait_for_trigger())
+        first = c.core.episode_id
+        c.dialog.end_conversation()
+        wait_until(lambda: c.core.episode_id != first, what="a new episode")
+        assert c.core.episodes == 1 and len(c.said) == 1  # ended without a word to the person
+        c.dialog.put_user("put the block in the blue bowl")
+        wait_until(lambda: len(c.said) == 2, what="the second episode's report")
+        assert c.transcript().startswith(">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'put the block in the blue bowl'}")
+        c.dialog.end_conversation()  # ends the second episode too (the robot was waiting in it); a third waits
+        time.sleep(0.3)
+        assert c.core.episodes == 2

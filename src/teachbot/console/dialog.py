@@ -17,6 +17,8 @@ from collections.abc import Callable
 from teachbot.console.bounds import Bounds, too_long_to_say
 
 CUT = " [...]"  # ends a sentence of the robot's own that fit() shortened
+_END = object()  # queued by end_conversation(): no utterance is this object
+CONVERSATION_ENDED = "the person ended the conversation; the next episode waits for them"
 
 
 class SessionEnded(Exception):
@@ -28,7 +30,7 @@ class DialogChannel:
 
     def __init__(self, on_say: Callable[[str], None] | None = None, timeout: float = 300.0,
                  bounds: Bounds | None = None) -> None:
-        self._incoming: queue.Queue[str | None] = queue.Queue()
+        self._incoming: queue.Queue[str | object | None] = queue.Queue()
         self.on_say = on_say or (lambda _text: None)
         self.timeout = timeout
         self.said: deque[str] = deque()
@@ -70,6 +72,11 @@ class DialogChannel:
     def close(self) -> None:
         self._incoming.put(None)
 
+    def end_conversation(self) -> None:
+        """The person ended the conversation (the page's button): the robot's next wait_for_trigger()/ask() finds
+        nobody at once, which ends the episode quietly as a dialog timeout does; the next episode waits for them."""
+        self._incoming.put(_END)
+
     def say(self, text: str) -> None:
         """Speak one sentence; over ``max_say_chars`` it raises ArgumentTooLarge and nothing is said."""
         self._speak(text, "say")
@@ -93,6 +100,8 @@ class DialogChannel:
         if text is None:
             self._incoming.put(None)  # stay closed for any later call
             raise SessionEnded("the person ended the conversation")
+        if text is _END:
+            raise TimeoutError(CONVERSATION_ENDED)
         return {"type": "dialog", "text": text}
 
     def ask(self, question: str) -> dict:
