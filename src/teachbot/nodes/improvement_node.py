@@ -7,6 +7,11 @@ Each request has a deadline (its ``deadline``, wall clock; when zero, now + ``le
 chain stops at it, and a lesson is stored only while at least ``learning.store_margin`` seconds are left:
 a caller that gave up at its deadline never finds a lesson stored behind its back.
 
+Confirm-before-store (teachbot.interaction.confirm): a ``candidate_only`` request stores nothing, neither the
+lesson nor distilled knowledge; the response's ``example`` is the lesson, which the caller stores through
+memory/add once the person agrees. A request with ``improvement`` (the person's own sentence, and the candidate's
+``problem``) runs only the scope and improved-transcript steps of the chain from that sentence.
+
 Distillation (DROC, teachbot.knowledge.extractor): after the chain, and instead of it for a
 ``distill_only`` request, the knowledge extractor (the same model, the skill parameters of the request
 profile's world) distils typed entries from the transcript; each entry about an object gets that
@@ -123,13 +128,15 @@ class ImprovementNode(Node):
             return await self._distill_only(request, response, profile, deadline, seconds)
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory client's answer must be able to arrive on a single-threaded executor)
-        work = self._workers.submit(self._learn, profile, request.transcript, list(request.scene_objects), deadline)
+        work = self._workers.submit(self._learn, profile, request.transcript, list(request.scene_objects), deadline,
+                                    request.problem, request.improvement)
         try:
             lesson = await wait_for_worker(self, work)
         except Exception as exc:  # noqa: BLE001 - an LLM outage is an answer, not a crash
             return self._refuse(response, f"could not learn: {type(exc).__name__}: {exc}")
         await self._store_lesson(request, response, profile, lesson, deadline, seconds)
-        if self._can_distill(deadline):  # after the chain, whatever its verdict: the corrections may still teach facts
+        # after the chain, whatever its verdict: the corrections may still teach facts (not for a candidate: it stores nothing)
+        if self._can_distill(deadline) and not request.candidate_only:
             await self._distill(request, response, profile, deadline)
             if response.knowledge:
                 self.get_logger().info(f"episode {request.episode_id or '?'}: {len(response.knowledge)} knowledge "
@@ -146,13 +153,6 @@ class ImprovementNode(Node):
         if not lesson.ok:
             self._refuse(response, lesson.reason, "lesson discarded: ")
             return
-        left = deadline - time.monotonic()
-        if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
-            message = deadline_message(seconds) if left <= 0 else (
-                f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
-                "the lesson); nothing was stored")
-            self._refuse(response, message)
-            return
         example = InteractionExample(
             profile=profile, source="learned", transcript=lesson.transcript,
             instructions=Transcript.parse(lesson.transcript).instructions(), problem=lesson.problem,
@@ -160,9 +160,22 @@ class ImprovementNode(Node):
         )
         now = datetime.now(UTC).timestamp()
         example.created.sec, example.created.nanosec = int(now), int((now % 1) * 1e9)
+        response.example = example
+        if request.candidate_only:  # the caller reads it back to the person and stores it once they agree
+            response.stored, response.message = False, lesson.reason
+            self.get_logger().info(f"episode {request.episode_id or '?'}: candidate lesson for the person to confirm: {lesson.reason}")
+            return
+        left = deadline - time.monotonic()
+        if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
+            message = deadline_message(seconds) if left <= 0 else (
+                f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
+                "the lesson); nothing was stored")
+            self._refuse(response, message)
+            return
         stored = await self.memory.call_async(AddExample.Request(example=example)) if self.memory.service_is_ready() else None
         response.stored = stored is not None and stored.success
         response.example_id = stored.id if stored is not None else ""
+        response.example.id = response.example_id
         if response.stored:
             response.message = lesson.reason
             self.get_logger().info(f"lesson stored as {response.example_id}: {lesson.reason}")
@@ -262,10 +275,12 @@ class ImprovementNode(Node):
         self.get_logger().info(log_prefix + message)
         return response
 
-    def _learn(self, profile: str, transcript: str, scene_objects: list[str], deadline: float) -> Lesson:
+    def _learn(self, profile: str, transcript: str, scene_objects: list[str], deadline: float, problem: str = "",
+               improvement: str = "") -> Lesson:
         with self._lock:  # a request queued behind another keeps its own deadline running
             return self._improver(profile).learn(
-                transcript, scene_objects=scene_objects, deadline=deadline, cancelled=self._closing.is_set
+                transcript, scene_objects=scene_objects, deadline=deadline, cancelled=self._closing.is_set,
+                problem=problem, improvement=improvement,
             )
 
     def close(self) -> None:
