@@ -36,6 +36,7 @@ setup(
         (f"share/{PACKAGE}/memory_store", data("memory_store/*.md")),
         *[(f"share/{PACKAGE}/memory_store/{p}", data(f"memory_store/{p}/*.txt")) for p in ("tabletop", "household")],
     ],
+    package_data={"teachbot.web": ["static/*"]},  # the page's HTML, JavaScript and CSS
     install_requires=["setuptools"],
     zip_safe=True,
     maintainer="teachbot developers",
@@ -54,6 +55,7 @@ setup(
             "issue_detection = teachbot.nodes.issue_detection_node:main",
             "recorder = teachbot.nodes.recorder_node:main",
             "replay = teachbot.nodes.replay_node:main",
+            "web = teachbot.web.node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

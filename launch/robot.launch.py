@@ -6,7 +6,7 @@ robot profile (config/robots/panda_real.yaml). Everything else is as in sim.laun
 composes the same nodes in one process (both take them from teachbot.nodeset).
 
     ros2 launch teachbot robot.launch.py robot_profile:=panda_real [perception_backend:=owlv2]
-        [console:=true] [llm_backend:=... llm_model:=... llm_base_url:=...] [memory:=/path/learned]
+        [console:=true] [llm_backend:=... llm_model:=... llm_base_url:=...] [memory:=/path/learned] [web:=true]
 """
 
 from teachbot.launching import generate_launch_description as _generate

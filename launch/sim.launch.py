@@ -8,6 +8,7 @@ process: both take the node list from teachbot.nodeset.
     ros2 launch teachbot sim.launch.py [seed:=3] [gui:=true] [real_time_factor:=0] [console:=true]
         [llm_backend:=openai llm_model:=gpt-4o-mini llm_base_url:=http://127.0.0.1:8000/v1]
         [memory:=/path/learned] [perception_backend:=sim_ground_truth] [robot_profile:=panda_sim]
+        [web:=true]   (the person's web page on 127.0.0.1:8765, config/web.yaml)
 
 `ros2 launch teachbot sim.launch.py --show-args` lists every argument.
 """

@@ -2,6 +2,7 @@
 
     teachbot sim [--gui] [--seed N | --scene FILE] [--real-time-factor X] [--robot-profile NAME] [--console]
     teachbot chat --domain-id N
+    teachbot web --domain-id N [--port P] [--host H --token-file FILE]
     teachbot demo [--out DIR] [--scene FILE | --seed N]
 
 Each subcommand lives in its own module of teachbot.commands (``register`` + ``run``). Commands that
@@ -18,7 +19,7 @@ import sys
 from teachbot.errors import TeachbotError
 
 # modules of teachbot.commands, in the order `teachbot --help` lists them
-COMMANDS = ("sim", "robot", "chat", "memory", "demo", "record", "replay", "eval")
+COMMANDS = ("sim", "robot", "chat", "web", "memory", "demo", "record", "replay", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,9 +8,9 @@ Pure data and plain Python: no rclpy or launch import, so launch files, the CLI 
 
     mode      nodes
     sim       sim, skills, perception, memory [+ issue_detection, improvement, interaction_manager with an LLM]
-              [+ recorder]
+              [+ recorder] [+ web]
     robot     skills, perception, memory [+ issue_detection, improvement, interaction_manager with an LLM]
-              [+ recorder]
+              [+ recorder] [+ web]
               (the arm's own drivers provide the profile's controller and camera topics)
     replay    the sim stack of a recorded session, improvement and interaction_manager answering from the
               recorded completions (llm_backend scripted, llm_model the recording), plus the replay node
@@ -89,6 +89,8 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("memory", str, "", "directory of learned examples (default: memory.store.learned_dir of config/memory.yaml)"),
     Argument("perception_backend", str, "", "detector: sim_ground_truth | yolo_world | owlv2 (default: config/perception.yaml)"),
     Argument("record", str, "", "record the session into this directory (empty: do not record)"),
+    Argument("web", bool, "false", "also serve the person's web page (config/web.yaml: 127.0.0.1:8765 unless it says "
+             "otherwise)", ("sim", "robot")),
     Argument("recording", str, "", "the recorded session to replay", ("replay",)),
     Argument("check", bool, "true", "compare the replay with the recording (replay/result; the replay node exits 1 "
              "on a divergence); false: only play it", ("replay",)),
@@ -144,6 +146,7 @@ NODES: dict[str, tuple[str, str, str]] = {
                             "the LLM console"),
     "recorder": ("recorder", "teachbot.nodes.recorder_node:RecorderNode", "records the session"),
     "replay": ("replay", "teachbot.nodes.replay_node:ReplayNode", "plays a recorded session back"),
+    "web": ("web", "teachbot.web.node:WebNode", "the person's web page"),
 }
 # nodes from parts of the project that may not be installed yet: started only when their module exists
 PROVIDED_BY = {"perception": "perception", "recorder": "recording", "replay": "recording"}
@@ -219,6 +222,8 @@ def node_set(
             params["interaction_manager"]["api_profile"] = "household"
     if args["record"]:
         params["recorder"] = {"output": str(args["record"]), "robot_profile": profile}
+    if args.get("web"):
+        params["web"] = {"robot_profile": profile}
     if mode == "replay":
         params["replay"] = {"recording": str(args["recording"]), "check": bool(args["check"])}
 

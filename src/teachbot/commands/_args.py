@@ -67,6 +67,8 @@ def add_stack_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perception-backend", default="", metavar="NAME",
                         help="sim_ground_truth | yolo_world | owlv2 (default: config/perception.yaml)")
     parser.add_argument("--record", default="", metavar="DIR", help="record the session into DIR")
+    parser.add_argument("--web", action="store_true",
+                        help="also serve the person's web page (config/web.yaml; see teachbot web)")
     parser.add_argument("--dry-run", action="store_true", help="print the nodes and their parameters, start nothing")
 
 
@@ -82,6 +84,7 @@ def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
         "memory": str(Path(args.memory).expanduser().resolve()) if args.memory else "",
         "perception_backend": args.perception_backend,
         "record": str(Path(args.record).resolve()) if args.record else "",
+        "web": True if getattr(args, "web", False) else None,
     }
     if mode in ("sim", "replay"):
         values["world"] = getattr(args, "world", "tabletop")

@@ -108,6 +108,9 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
         print(f"  not started: {spec.name} ({spec.module} is not installed)", flush=True)
     if "interaction_manager" in names:
         print(f"  talk to it: teachbot chat --domain-id {domain}", flush=True)
+    if "web" in names:
+        web = stack.node("web")
+        print(f"  web page: {web.url}" + ("?token=<the token>" if web.settings.token else ""), flush=True)
     from teachbot.robot_profile import RobotProfile
 
     household = any(spec.name == "skills" and RobotProfile.load(str(spec.parameters["robot_profile"])).world == "household"
