@@ -197,3 +197,14 @@ def test_ending_the_conversation_ends_the_episode_quietly_and_the_next_starts_af
         c.dialog.end_conversation()  # ends the second episode too (the robot was waiting in it); a third waits
         time.sleep(0.3)
         assert c.core.episodes == 2
+
+
+def test_chat_end_ends_the_conversation_and_answers_go_to_the_robot_as_words():
+    from teachbot.chat import handle_line
+
+    words, stops, shown, ended = [], [], [], []
+    for line in ("/end", "yes", "Take the yellow block when I do not say which.", "/END"):
+        handle_line(line, words.append, stops.append, shown.append, "/emergency_stop", lambda: ended.append(True))
+    assert ended == [True, True] and stops == []
+    assert words == ["yes", "Take the yellow block when I do not say which."]  # a lesson's answer is typed as words
+    assert shown[0] == "conversation ended: the robot starts afresh with what you say next"

@@ -1,7 +1,8 @@
 """``teachbot chat``: a person's terminal. Lines typed go to dialog/user; the robot's words and,
 unless --quiet, the console transcript are printed as they arrive. ``/stop`` engages the emergency stop
-(std_msgs/Bool true on the robot profile's ``topics.emergency_stop``), ``/resume`` releases it, ``/help``
-lists the commands."""
+(std_msgs/Bool true on the robot profile's ``topics.emergency_stop``), ``/resume`` releases it, ``/end`` ends
+the conversation (the robot starts afresh with the next words), ``/help`` lists the commands. With confirm-before-store
+on, the robot reads a lesson back and asks: type yes, no, or the lesson in your own words."""
 
 from __future__ import annotations
 
@@ -23,14 +24,15 @@ DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
 COMMANDS = {  # typed alone on a line; anything else goes to the robot as words
     "/stop": "emergency stop: the robot halts now and refuses to move until /resume",
     "/resume": "release the emergency stop",
+    "/end": "end the conversation: the robot starts afresh with what you say next",
     "/help": "list these commands",
 }
 
 
 def handle_line(line: str, speak: Callable[[str], None], stop: Callable[[bool], None], show: Callable[[str], None],
-                topic: str = "/emergency_stop") -> None:
+                topic: str = "/emergency_stop", end: Callable[[], None] = lambda: None) -> None:
     """One typed line: a command of COMMANDS, or words for the robot (``speak``); ``stop(True/False)``
-    publishes on the emergency stop ``topic``, ``show`` prints to this terminal."""
+    publishes on the emergency stop ``topic``, ``end()`` ends the conversation, ``show`` prints to this terminal."""
     text = line.strip()
     command = text.lower()
     if command == "/stop":
@@ -39,6 +41,9 @@ def handle_line(line: str, speak: Callable[[str], None], stop: Callable[[bool], 
     elif command == "/resume":
         stop(False)
         show(f"emergency stop released on {topic}: the robot may move again")
+    elif command == "/end":
+        end()
+        show("conversation ended: the robot starts afresh with what you say next")
     elif command == "/help":
         show("\n".join(f"{name:8} {what}" for name, what in COMMANDS.items()) + "\nanything else is said to the robot; Ctrl-D leaves")
     elif text:
@@ -50,7 +55,8 @@ def line_handler(node: Node, topic: str, show: Callable[[str], None]) -> Callabl
     words = node.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
     estop = node.create_publisher(Bool, topic, COMMAND_QOS)
     return lambda line: handle_line(line, lambda text: words.publish(DialogTurn(speaker="user", type="dialog", text=text)),
-                                    lambda active: estop.publish(Bool(data=active)), show, topic)
+                                    lambda active: estop.publish(Bool(data=active)), show, topic,
+                                    lambda: words.publish(DialogTurn(speaker="user", type="end", text="")))
 
 
 def run_chat(args: argparse.Namespace) -> int:
