@@ -2,10 +2,15 @@
 
 ``files``: EpisodicMemory over the file store. ``postgres``: PgEpisodicMemory over a PgMemoryStore on the
 fleet's database (teachbot.memory.pg_memory). psycopg is imported only for ``postgres``, so a machine that
-runs the file store alone needs no PostgreSQL client.
+runs the file store alone needs no PostgreSQL client. ``forward_logs`` hands the stores' log lines (an outage,
+a catch-up, queued lessons written) to a node's logger.
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
 
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
@@ -26,3 +31,39 @@ def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = 
     store = PgMemoryStore(config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
                           shared=config.scope, embedder=embedder)
     return PgEpisodicMemory(store, embedder, config.retrieval)
+
+
+class _Forward(logging.Handler):
+    """Python log records as lines of another logger (rclpy's: ``info``, ``warning``, ``error``)."""
+
+    def __init__(self, logger: Any) -> None:
+        super().__init__(logging.INFO)
+        self.logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            if record.levelno >= logging.ERROR:
+                self.logger.error(text)
+            elif record.levelno >= logging.WARNING:
+                self.logger.warning(text)
+            else:
+                self.logger.info(text)
+        except Exception:  # noqa: BLE001 - logging must never raise into the store's threads
+            self.handleError(record)
+
+
+def forward_logs(logger: Any, name: str = "teachbot.memory") -> Callable[[], None]:
+    """Send the info, warning and error lines of the ``name`` loggers (the memory stores) to ``logger`` (a ROS
+    node's), so a database outage is a line of the memory node's log; returns the function that undoes it."""
+    target = logging.getLogger(name)
+    handler, level = _Forward(logger), target.level
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+
+    def undo() -> None:
+        target.removeHandler(handler)
+        if not any(isinstance(h, _Forward) for h in target.handlers):  # the last node to close restores the level
+            target.setLevel(level)
+
+    return undo

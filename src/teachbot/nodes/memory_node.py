@@ -39,7 +39,7 @@ from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
-from teachbot.memory.pg_backend import open_memory
+from teachbot.memory.pg_backend import forward_logs, open_memory
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
@@ -95,6 +95,7 @@ class MemoryNode(Node):
         self.declare_parameter("task_memory_config", task_memory_config)
         self.declare_parameter("task_profile", task_profile)
         refuse_duplicate(self)
+        self._unforward_logs = forward_logs(self.get_logger())  # the store's lines (a database outage) in this node's log
         # (an empty EpisodicMemory is falsy: a given store must never be swapped for the configured one)
         # memory.store.backend: the file store or a fleet's PostgreSQL database (teachbot.memory.pg_backend)
         self.memory = memory if memory is not None else open_memory(self._config())
@@ -158,6 +159,7 @@ class MemoryNode(Node):
         return TaskMemoryService(self, directory, config, str(self.get_parameter("task_profile").value), worker)
 
     def close(self) -> None:
+        self._unforward_logs()
         if self.tasks is not None:
             self.tasks.close()
         close_store = getattr(self.memory.store, "close", None)  # the postgres backend's listener and connections
