@@ -48,6 +48,7 @@ class PgEpisodicMemory(EpisodicMemory):
         self._dim = 0
         self._sql_lock = threading.Lock()
         self._was_sql = self.in_sql
+        self._degraded = False  # the last retrieval could not reach the database (its line was logged)
 
     @property
     def in_sql(self) -> bool:
@@ -86,9 +87,15 @@ class PgEpisodicMemory(EpisodicMemory):
         local = self.retriever.retrieve(newest_first, profile, k)
         query = query_vector(np.asarray(self.embedder.embed(recent), dtype=np.float32), config.gamma)
         try:
+            if self.store.listening and not self.store.online:  # the listener is retrying: do not wait for a connect
+                raise _Offline(self.store.last_error)
             learned = self._nearest(query, profile, k)
+            self._degraded = False
         except _Offline as exc:
-            log.warning("%s", self.store._unreachable(exc, "retrieving from the seeds and queued lessons only"))
+            if not self._degraded:  # one line per outage, not one per retrieval
+                log.warning("%s", self.store._unreachable(exc, "retrieving from the seeds and queued lessons only "
+                                                               "until it is back"))
+            self._degraded = True
             learned = []
         merged = sorted([*local, *learned], key=lambda r: (r.score, r.example.id))
         return merged[-k:]

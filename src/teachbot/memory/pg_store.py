@@ -113,6 +113,7 @@ class PgMemoryStore:
         self._version = 0
         self._online = False
         self._outage_logged = False
+        self._queue_logged = False  # a queued lesson's warning was logged in this outage
         self._last_error: BaseException = ConnectionError("not connected yet")
         self._dirty = threading.Event()
         self._first_contact = threading.Event()  # the listener caught up once, or found the database away
@@ -136,6 +137,16 @@ class PgMemoryStore:
     def online(self) -> bool:
         """The last contact with the database succeeded."""
         return self._online
+
+    @property
+    def listening(self) -> bool:
+        """A background connection follows the database (and says whether it is reachable)."""
+        return self._listener is not None
+
+    @property
+    def last_error(self) -> BaseException:
+        """Why the database was last unreachable."""
+        return self._last_error
 
     @property
     def learned_dir(self) -> Path:
@@ -238,8 +249,10 @@ class PgMemoryStore:
             with self._lock:
                 self._spooled[prepared.id] = prepared
                 self._version += 1
-            log.warning("%s", self._unreachable(exc, f"the lesson {prepared.id!r} is queued in {self.spool.directory} "
-                                                     "and is written when the database is back"))
+                first, self._queue_logged = not self._queue_logged, True
+            # the first queued lesson of an outage is a warning line, the others are info lines
+            log.log(logging.WARNING if first else logging.INFO, "%s", self._unreachable(
+                exc, f"the lesson {prepared.id!r} is queued in {self.spool.directory} and is written when the database is back"))
             return prepared.id
         if outcome == "conflict":
             raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
@@ -510,7 +523,7 @@ class PgMemoryStore:
             self._online = True
             if self._outage_logged:
                 log.warning("memory store: the database at %s is back; catching up", self.where)
-            self._outage_logged = False
+            self._outage_logged = self._queue_logged = False
         self._dirty.set()
         self._background_refresh()
         self._first_contact.set()
