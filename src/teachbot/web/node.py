@@ -46,14 +46,15 @@ class WebNode(Node):
     """Serves the page; one thin translation per topic and service (the page's logic is ROS-free)."""
 
     def __init__(self, config: str = "web", robot_profile: str = "panda_sim", host: str = "", port: int = -1,
-                 camera_topic: str = "", objects_topic: str = "", confirm_lessons: str = "") -> None:
+                 camera_topic: str = "", objects_topic: str = "", confirm_lessons: str = "", token_file: str = "") -> None:
         """ROS parameters (also keyword arguments): ``config`` (config/web.yaml or a path), ``robot_profile`` (whose
         emergency stop topic), and overrides of config/web.yaml: ``host``, ``port`` (-1: the file's),
-        ``camera_topic``, ``objects_topic``, ``confirm_lessons`` ("true"/"false"; empty: the file's)."""
+        ``camera_topic``, ``objects_topic``, ``confirm_lessons`` ("true"/"false"; empty: the file's), ``token_file``
+        (the token itself is never a parameter: TEACHBOT_WEB_TOKEN, the file, or config/web.yaml)."""
         super().__init__("web")
         for name, default in (("config", config), ("robot_profile", robot_profile), ("host", host), ("port", int(port)),
                               ("camera_topic", camera_topic), ("objects_topic", objects_topic),
-                              ("confirm_lessons", str(confirm_lessons))):
+                              ("confirm_lessons", str(confirm_lessons)), ("token_file", token_file)):
             self.declare_parameter(name, default)
         value = lambda name: self.get_parameter(name).value  # noqa: E731 - a short reader
         confirm = str(value("confirm_lessons")).strip().lower()
@@ -62,6 +63,7 @@ class WebNode(Node):
             str(value("config")), host=str(value("host")), port=None if port < 0 else port,
             camera_topic=str(value("camera_topic")), objects_topic=str(value("objects_topic")),
             confirm_lessons=None if not confirm else confirm in ("true", "1", "yes", "on"),
+            token_file=str(value("token_file")),
         ).with_token()
         refuse_duplicate(self)
         interaction = load_yaml(resolve_config("interaction"))["interaction"]

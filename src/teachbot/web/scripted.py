@@ -18,7 +18,7 @@ from teachbot.console.prompt import CURRENT_HEADER
 from teachbot.llm.scripted import ScriptedModel
 
 _REQUEST = re.compile(r"put the (?:(\w+) )?block in the (\w+) bowl", re.I)
-_LESSON = re.compile(r"# learned lesson[^:\n]*: .*?\b(\w+) block", re.I)
+_LESSON = re.compile(r"^# learned lesson[^\n]*$", re.I | re.M)
 _COLOUR = re.compile(r"\b(red|green|blue|yellow|orange|purple|pink|cyan|brown|gray|grey|white|black) block", re.I)
 _DIALOG = re.compile(r"^\{'type': 'dialog', 'text': (.+)\}$")
 
@@ -54,8 +54,8 @@ def robot_reply(prompt: str) -> str:
     request = _REQUEST.search(words)
     if request is None:
         return "say('I only know how to put a block in a bowl.')"
-    lessons = _LESSON.findall(examples)
-    block = (request.group(1) or (lessons[-1] if lessons else "red")).lower()
+    taught = [colour for line in _LESSON.findall(examples) for colour in _COLOUR.findall(line)[-1:]]
+    block = (request.group(1) or (taught[-1] if taught else "red")).lower()  # the most similar lesson comes last
     return f"put_first_on_second('{block} block', '{request.group(2).lower()} bowl')"
 
 
