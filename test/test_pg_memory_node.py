@@ -1,6 +1,7 @@
 """The memory node on the postgres backend (config/memory.yaml's memory.store.backend: postgres): its services
 store into and retrieve from the fleet's database, a lesson another robot learned is retrieved within a
-second, its knowledge base stays where the config puts it, and closing the node closes the store."""
+second and announced on memory/updated (as its removal), its knowledge base stays where the config puts it,
+and closing the node closes the store."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 import ros_graph
 import yaml
 from pg_server import PgServer, pg_vector  # noqa: F401 - the fixture
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from teachbot_interfaces.msg import InteractionExample as ExampleMsg
+from teachbot_interfaces.msg import MemoryUpdate
 from teachbot_interfaces.srv import AddExample, RetrieveExamples
 from test_pg_store import HashEmbedder, learned, transcript
 
@@ -37,12 +40,16 @@ def test_memory_node_learns_and_retrieves_through_the_fleet_database(ros_context
     node = MemoryNode(open_memory(config, HashEmbedder()), config=str(config_file))
     other_robot = PgMemoryStore(config.dsn, robot_id="arm-2", spool_dir=tmp_path / "spool-2", embedder=HashEmbedder())
     graph = ros_graph.Graph(node, name="pg_memory_node")
+    updates: list[tuple[int, str]] = []
+    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    graph.probe.create_subscription(MemoryUpdate, "memory/updated", lambda m: updates.append((m.action, m.example_id)), qos)
     try:
         assert node.knowledge.store.directory == tmp_path / "kb"  # the configured knowledge base, not one next to the spool
         add, retrieve = graph.client(AddExample, "memory/add"), graph.client(RetrieveExamples, "memory/retrieve")
         msg = ExampleMsg(id="wave", profile="tabletop", source="learned", transcript=transcript("wave at the visitor"))
         answer = ros_graph.call(add, AddExample.Request(example=msg), 30.0)
         assert answer.success, answer.message
+        ros_graph.wait_until(lambda: "wave" in other_robot, 1.0, "the lesson at the other robot (NOTIFY)")
         assert other_robot.get("wave").transcript == msg.transcript  # in the database, for every robot
 
         other_robot.add(learned("bow", "tabletop", "bow to the guest"))
@@ -54,6 +61,10 @@ def test_memory_node_learns_and_retrieves_through_the_fleet_database(ros_context
             assert time.monotonic() - taught < 1.0, "another robot's lesson did not reach this node within 1 s"
             time.sleep(0.02)
         assert found.scores[-1] == pytest.approx(1.0, abs=1e-4)  # the query is the lesson's own instruction
+        # memory/updated tells of the other robot's lessons as of this node's own: each once
+        other_robot.remove("bow")
+        ros_graph.wait_until(lambda: (MemoryUpdate.REMOVED, "bow") in updates, 2.0, "the other robot's removal announced")
+        assert updates == [(MemoryUpdate.ADDED, "wave"), (MemoryUpdate.ADDED, "bow"), (MemoryUpdate.REMOVED, "bow")]
     finally:
         graph.close()
         node.close()

@@ -27,7 +27,7 @@ import pytest
 from pg_server import PgServer, pg_server  # noqa: F401 - the fixture
 
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError
-from teachbot.memory.pg_store import PgMemoryStore
+from teachbot.memory.pg_store import PgMemoryStore, StoreChange
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TEST = Path(__file__).resolve().parent
@@ -199,9 +199,9 @@ def test_robot_scope_stays_on_its_robot(stores: Callable[..., PgMemoryStore]) ->
 
 
 def test_notify_brings_a_lesson_to_another_store_within_one_second(stores: Callable[..., PgMemoryStore]) -> None:
-    changes: list[int] = []
+    changes: list[StoreChange] = []
     robot_b = stores("r2")
-    robot_b.on_change = lambda: changes.append(robot_b.version)
+    robot_b.on_change = changes.append
     robot_a = stores("r1")
     delays = []
     for i in range(5):
@@ -212,7 +212,13 @@ def test_notify_brings_a_lesson_to_another_store_within_one_second(stores: Calla
         delays.append(time.monotonic() - sent)
     robot_a.remove("lesson-0")
     wait_until(lambda: all(e.id != "lesson-0" for e in robot_b.snapshot()[1]), 1.0)
-    assert max(delays) < 1.0 and changes  # the callback ran for the background catch-ups
+    assert max(delays) < 1.0
+    # the callback told robot b of each of robot a's changes once; robot b's own add and remove are not news to it
+    robot_b.add(learned("own", "tabletop", "robot b's own lesson"))
+    robot_b.remove("own")
+    wait_until(lambda: "lesson-0" in sum((c.removed for c in changes), ()), 1.0)
+    assert sorted(sum((c.added for c in changes), ())) == [f"lesson-{i}" for i in range(5)]
+    assert list(sum((c.removed for c in changes), ())) == ["lesson-0"]
 
 
 # ---------------------------------------------------------------------------------------------- processes

@@ -14,8 +14,8 @@ Guarantees (tables: teachbot.memory.pg_schema):
   read path: reads serve the examples read before, and ``add`` queues the lesson durably in the local
   spool (teachbot.memory.pg_spool), written into the database as soon as it is back;
 - LISTEN/NOTIFY: a background connection hears every add and remove and catches this store up at once
-  (``on_change`` then runs), so a lesson learned on one robot reaches the others' retrieval within
-  milliseconds; after an outage, the store catches up with everything committed meanwhile (by ``seq``).
+  (``on_change`` then gets what others added or removed), so a lesson learned on one robot reaches the
+  others' retrieval within milliseconds; after an outage, it catches up with what was committed meanwhile.
 
 Examples are visible to this robot when shared with the fleet or learned by this robot (``robot_id``).
 """
@@ -26,6 +26,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,24 +38,13 @@ from teachbot.memory.embedding import Embedder
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError, validate_learned
 from teachbot.memory.files import write_atomic
 from teachbot.memory.pg_listen import Listener
-from teachbot.memory.pg_schema import (
-    CHANNEL,
-    EXAMPLE_COLUMNS,
-    REAL_ARRAY,
-    SHARED_VALUES,
-    VECTOR,
-    WRITE_LOCK,
-    embedding_literal,
-    ensure_schema,
-    example_from_row,
-)
+from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys
+from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
 from teachbot.memory.pg_spool import Spool, SpooledLesson
 from teachbot.memory.store import ImportReport, _prepare, _read_seed
 
 log = logging.getLogger(__name__)
 
-_SELECT = ", ".join(EXAMPLE_COLUMNS)
-_VISIBLE = "(shared = 'fleet' OR robot_id = %(robot)s)"
 CONNECT_TIMEOUT_S = 5  # when the DSN names no connect_timeout
 
 
@@ -75,18 +65,29 @@ def safe_dsn(dsn: str) -> str:
     return " ".join(f"{key}={parts[key]}" for key in ("host", "port", "dbname", "user") if parts.get(key))
 
 
+@dataclass(frozen=True)
+class StoreChange:
+    """Examples that others (robots, processes) added or removed, as this store caught up with them; also a queued
+    lesson of this store's that the database refused (its id holds another example) is ``removed``."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
 class PgMemoryStore:
     """Seed examples from files plus the learned examples of a PostgreSQL database shared by a fleet.
 
     ``robot_id`` is this robot's provenance; ``shared`` ('fleet' or 'robot') who sees the lessons it adds.
     ``embedder``: when given, ``add`` stores the keys' embeddings under its name in the same transaction.
     ``listen`` False: no background connection; every read queries the database and raises
-    MemoryStoreError when it is unreachable (the ``teachbot memory`` commands).
+    MemoryStoreError when it is unreachable (the ``teachbot memory`` commands). ``on_change(StoreChange)`` runs
+    after a catch-up that brought others' changes (not for the first read, nor this store's own adds and
+    removes), on the thread that caught up: the listener's, or a reader's.
     """
 
     def __init__(self, dsn: str, seeds_dir: str | Path | None = None, *, robot_id: str, spool_dir: str | Path,
                  shared: str = "fleet", embedder: Embedder | None = None, listen: bool = True,
-                 on_change: Callable[[], None] | None = None) -> None:
+                 on_change: Callable[[StoreChange], None] | None = None) -> None:
         if shared not in SHARED_VALUES:
             raise MemoryStoreError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
@@ -110,6 +111,9 @@ class PgMemoryStore:
         self._learned: dict[str, InteractionExample] = {}  # visible rows of the database, as last read
         self._spooled: dict[str, InteractionExample] = {lesson.example.id: lesson.example for lesson in self.spool.lessons()}
         self._last_seq = 0
+        self._tracking = False  # the first catch-up is done: later ones collect others' changes for on_change
+        self._added: list[str] = []
+        self._removed: list[str] = []
         self._version = 0
         self._online = False
         self._outage_logged = False
@@ -206,7 +210,8 @@ class PgMemoryStore:
             if self._listener is None:
                 raise MemoryStoreError(self._unreachable(exc, "nothing was read")) from None
             self._dirty.set()
-            return False
+            changed = False
+        self._report_changes()
         return changed
 
     def reload_seeds(self) -> None:
@@ -243,7 +248,11 @@ class PgMemoryStore:
         try:
             if self._listener is not None and not self._online:  # the listener is retrying: do not wait for a connect
                 raise _Offline(self._last_error)
-            outcome = self._run(lambda conn: self._insert(conn, prepared, self.robot_id, self.shared, vectors))
+            with self._lock:  # a catch-up must not see the row before this store holds it (others' news only)
+                outcome = self._run(lambda conn: insert_example(conn, prepared, self.robot_id, self.shared, vectors,
+                                                                self.embedding_type))
+                if outcome != "conflict":
+                    self._stored_locally(prepared)
         except _Offline as exc:
             self.spool.put(SpooledLesson(prepared, self.robot_id, self.shared))
             with self._lock:
@@ -256,7 +265,6 @@ class PgMemoryStore:
             return prepared.id
         if outcome == "conflict":
             raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
-        self._stored_locally(prepared)
         return prepared.id
 
     def remove(self, example_id: str) -> None:
@@ -269,19 +277,16 @@ class PgMemoryStore:
                 self.spool.done(example_id)
                 self._version += 1
         try:
-            found = self._run(lambda conn: self._delete(conn, example_id))
+            with self._lock:  # as in add: the tombstone and this store's forgetting are one step for a catch-up
+                found = self._run(lambda conn: delete_example(conn, example_id, self.robot_id))
+                if self._learned.pop(example_id, None) is not None:
+                    self._version += 1
         except _Offline as exc:
             if spooled is not None:
                 return  # it never reached the database
             raise MemoryStoreError(self._unreachable(exc, f"{example_id!r} was not removed; try again")) from None
         if not found and spooled is None:
-            with self._lock:
-                if self._learned.pop(example_id, None) is not None:
-                    self._version += 1
             raise UnknownExampleError(f"no learned example with id {example_id!r}")
-        with self._lock:
-            if self._learned.pop(example_id, None) is not None:
-                self._version += 1
 
     def export_jsonl(self, path: str | Path, profile: str = "", source: str = LEARNED) -> int:
         """Write the matching examples to one JSON Lines file (atomically); returns how many."""
@@ -327,35 +332,25 @@ class PgMemoryStore:
 
         def insert_all(conn: psycopg.Connection) -> list[str]:
             with conn.transaction():
-                return [self._insert(conn, e, self.robot_id, self.shared, v) for e, v in zip(examples, vectors)]
+                return [insert_example(conn, e, self.robot_id, self.shared, v, self.embedding_type) for e, v in zip(examples, vectors)]
 
         try:
-            outcomes = self._run(insert_all)
+            with self._lock:
+                outcomes = self._run(insert_all)
+                for example, outcome in zip(examples, outcomes):
+                    if outcome == "added":
+                        self._stored_locally(example)
         except _Offline as exc:
             raise MemoryStoreError(self._unreachable(exc, f"nothing of {path} was imported; try again")) from None
         for example, outcome in zip(examples, outcomes):
             (report.added if outcome == "added" else report.skipped).append(example.id)
-            if outcome == "added":
-                self._stored_locally(example)
         return report
 
     def add_keys(self, examples: list[InteractionExample]) -> None:
         """Store the key embeddings of ``embedder`` for stored examples that lack them (one transaction; examples
         removed meanwhile are skipped). Raises _Offline when the database is away."""
         rows = [(e, self._embed(e)) for e in examples]
-
-        def insert(conn: psycopg.Connection) -> None:
-            cast = "vector" if self.embedding_type == VECTOR else "real[]"
-            with conn.transaction(), conn.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                cursor.executemany(
-                    "INSERT INTO teachbot_example_keys (example_id, model, key_index, profile, robot_id, shared, embedding) "
-                    f"SELECT id, %s, %s, profile, robot_id, shared, %s::{cast} FROM teachbot_examples WHERE id = %s "
-                    "AND NOT removed ON CONFLICT DO NOTHING",
-                    [(model, i, embedding_literal(row, self.embedding_type), e.id)
-                     for e, vectors in rows if vectors is not None for model, matrix in [vectors] for i, row in enumerate(matrix)])
-
-        self._run(insert)
+        self._run(lambda conn: insert_missing_keys(conn, rows, self.embedding_type))
 
     def key_dimension(self, model: str) -> int:
         """The dimension of ``model``'s stored key embeddings (0 when it has none yet). Raises _Offline."""
@@ -410,65 +405,29 @@ class PgMemoryStore:
                 return result
         raise AssertionError("unreachable")
 
-    def _insert(self, conn: psycopg.Connection, example: InteractionExample, robot_id: str, shared: str,
-                vectors: tuple[str, np.ndarray] | None) -> str:
-        """Write one example (and its key embeddings): 'added', 'same' (already there, equal) or 'conflict'."""
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            row = conn.execute(f"SELECT {_SELECT}, removed FROM teachbot_examples WHERE id = %s FOR UPDATE",
-                               (example.id,)).fetchone()
-            if row is not None and not row[-1]:
-                return "same" if example_from_row(row[:-1]) == example else "conflict"
-            values = {name: getattr(example, name) for name in EXAMPLE_COLUMNS}
-            values.update(instructions=list(example.instructions), robot_id=robot_id, shared=shared)
-            columns = [*EXAMPLE_COLUMNS, "robot_id", "shared"]
-            conn.execute(f"INSERT INTO teachbot_examples ({', '.join(columns)}, seq, removed) "
-                         f"VALUES ({', '.join(f'%({c})s' for c in columns)}, nextval('teachbot_memory_seq'), false) "
-                         f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns)}, "
-                         "seq = excluded.seq, removed = false", values)
-            conn.execute("DELETE FROM teachbot_example_keys WHERE example_id = %s", (example.id,))
-            if vectors is not None:
-                model, rows = vectors
-                cast = "vector" if self.embedding_type == VECTOR else "real[]"
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        "INSERT INTO teachbot_example_keys (example_id, model, key_index, profile, robot_id, shared, embedding) "
-                        f"VALUES (%s, %s, %s, %s, %s, %s, %s::{cast})",
-                        [(example.id, model, i, example.profile, robot_id, shared, embedding_literal(row, self.embedding_type))
-                         for i, row in enumerate(rows)])
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"add {example.id}"))
-        return "added"
-
-    def _delete(self, conn: psycopg.Connection, example_id: str) -> bool:
-        """Mark a visible example removed (a tombstone with a new seq) and drop its keys; False if there is none."""
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            found = conn.execute(f"UPDATE teachbot_examples SET removed = true, seq = nextval('teachbot_memory_seq') "
-                                 f"WHERE id = %(id)s AND NOT removed AND {_VISIBLE} RETURNING id",
-                                 {"id": example_id, "robot": self.robot_id}).fetchone()
-            if found is None:
-                return False
-            conn.execute("DELETE FROM teachbot_example_keys WHERE example_id = %s", (example_id,))
-            conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"remove {example_id}"))
-        return True
-
     def _catch_up(self, conn: psycopg.Connection) -> bool:
-        """Apply every visible change committed after the last one seen (sequence numbers only grow at commit)."""
-        rows = conn.execute(f"SELECT {_SELECT}, removed, seq FROM teachbot_examples WHERE seq > %(seq)s AND {_VISIBLE} "
-                            "ORDER BY seq", {"seq": self._last_seq, "robot": self.robot_id}).fetchall()
+        """Apply every visible change committed after the last one seen (sequence numbers only grow at commit);
+        after the first catch-up, what changed is kept for ``on_change``."""
+        rows = changes_since(conn, self._last_seq, self.robot_id)
         changed = False
         for row in rows:
             example_id, removed = row[0], row[-2]
             if removed:
-                changed = self._learned.pop(example_id, None) is not None or changed
+                gone = self._learned.pop(example_id, None) is not None
+                if gone and self._tracking:
+                    self._removed.append(example_id)
+                changed = gone or changed
             else:
                 example = example_from_row(row[:-2])
                 if self._learned.get(example_id) != example:
                     self._learned[example_id] = example
                     changed = True
+                    if self._tracking:
+                        self._added.append(example_id)
             self._last_seq = max(self._last_seq, row[-1])
         if changed:
             self._version += 1
+        self._tracking = True
         return changed
 
     def _flush_spool(self) -> bool:
@@ -478,20 +437,34 @@ class PgMemoryStore:
             for lesson in self.spool.lessons():
                 example = lesson.example
                 vectors = self._embed(example)
-                outcome = self._run(lambda conn, e=example, ls=lesson, v=vectors: self._insert(conn, e, ls.robot_id, ls.shared, v))
-                if outcome == "conflict":
-                    self.spool.reject(example.id, "the database holds another example under this id")
-                else:
-                    self.spool.done(example.id)
-                    written += 1
-                with self._lock:
+                with self._lock:  # the row and this store's holding it are one step for a catch-up (see add)
+                    outcome = self._run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
+                        conn, e, ls.robot_id, ls.shared, v, self.embedding_type))
                     self._spooled.pop(example.id, None)
-                    if outcome != "conflict" and (lesson.shared == "fleet" or lesson.robot_id == self.robot_id):
-                        self._learned[example.id] = example
+                    if outcome == "conflict":
+                        self.spool.reject(example.id, "the database holds another example under this id")
+                        self._removed.append(example.id)
+                    else:
+                        self.spool.done(example.id)
+                        written += 1
+                        if lesson.shared == "fleet" or lesson.robot_id == self.robot_id:
+                            self._learned[example.id] = example
                     self._version += 1
         if written:
             log.info("memory store: wrote %d queued lesson%s into the database at %s", written, "s" * (written != 1), self.where)
         return written > 0
+
+    def _report_changes(self) -> None:
+        """Hand the changes collected since the last call to ``on_change`` (outside the store's lock)."""
+        with self._lock:
+            change = StoreChange(tuple(self._added), tuple(self._removed))
+            self._added.clear()
+            self._removed.clear()
+        if (change.added or change.removed) and self.on_change is not None:
+            try:
+                self.on_change(change)
+            except Exception:  # a callback's bug must not stop the listener or a reader  # noqa: BLE001
+                log.exception("memory store: on_change callback failed")
 
     def _stored_locally(self, example: InteractionExample) -> None:
         with self._lock:
@@ -541,12 +514,6 @@ class PgMemoryStore:
 
     def _background_refresh(self) -> None:
         try:
-            changed = self.refresh()
+            self.refresh()
         except MemoryStoreError as exc:  # e.g. a schema from a newer teachbot: say it, keep serving
             log.error("%s", exc)
-            return
-        if changed and self.on_change is not None:
-            try:
-                self.on_change()
-            except Exception:  # a callback's bug must not stop the listener  # noqa: BLE001
-                log.exception("memory store: on_change callback failed")

@@ -1,7 +1,9 @@
 """ROS 2 node ``memory``: episodic interaction examples, embedding retrieval, persistence; the knowledge base.
 
 Services memory/retrieve, memory/add, memory/list, memory/remove; topic memory/updated (MemoryUpdate,
-transient local) announces every change. The store lives in the directories of config/memory.yaml.
+transient local) announces every change: this node's, and on the postgres backend also the lessons other robots
+add or remove (one IMPORTED for a large batch, e.g. a catch-up after an outage). The store lives in the
+directories of config/memory.yaml, or in the fleet's database.
 
 The distilled knowledge base (DROC, teachbot.knowledge): memory/add_knowledge (AddKnowledge: all entries
 of a request or none) and memory/retrieve_knowledge (RetrieveKnowledge: the entries for a task, with the
@@ -25,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
@@ -45,7 +48,11 @@ from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
 from teachbot.perception.object_crop import knowledge_settings
 
+if TYPE_CHECKING:  # psycopg is imported only on the postgres backend
+    from teachbot.memory.pg_store import StoreChange
+
 BLOCK_PREFIX = "# "  # the 'What I know' block goes into a Python console prompt: comment lines
+MANY_CHANGES = 50  # others' changes caught up at once beyond this are one IMPORTED update, not one each
 
 
 def to_msg(example: InteractionExample) -> ExampleMsg:
@@ -104,6 +111,8 @@ class MemoryNode(Node):
         self.memory.warm_up()
         self.knowledge = knowledge if knowledge is not None else self._knowledge()
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
+        if hasattr(self.memory.store, "on_change"):  # the postgres backend hears other robots' lessons
+            self.memory.store.on_change = self._on_others_change
         self.create_service(RetrieveExamples, "memory/retrieve", self.on_retrieve)
         self.create_service(AddExample, "memory/add", self.on_add)
         self.create_service(ListExamples, "memory/list", self.on_list)
@@ -160,6 +169,8 @@ class MemoryNode(Node):
 
     def close(self) -> None:
         self._unforward_logs()
+        if hasattr(self.memory.store, "on_change"):
+            self.memory.store.on_change = None  # nothing is published once the node is going
         if self.tasks is not None:
             self.tasks.close()
         close_store = getattr(self.memory.store, "close", None)  # the postgres backend's listener and connections
@@ -169,6 +180,16 @@ class MemoryNode(Node):
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)
         self.updates.publish(MemoryUpdate(action=action, example_id=example_id, size=size))
+
+    def _on_others_change(self, change: StoreChange) -> None:
+        """Other robots' (or processes') lessons reached this memory: announce them as this node's own changes are."""
+        if len(change.added) + len(change.removed) > MANY_CHANGES:
+            self._announce(MemoryUpdate.IMPORTED, "")
+            return
+        for example_id in change.added:
+            self._announce(MemoryUpdate.ADDED, example_id)
+        for example_id in change.removed:
+            self._announce(MemoryUpdate.REMOVED, example_id)
 
     def on_retrieve(self, request: RetrieveExamples.Request, response: RetrieveExamples.Response) -> RetrieveExamples.Response:
         found = self.memory.retrieve(list(request.instructions), request.profile, int(request.k) or None)
