@@ -141,7 +141,7 @@ class Hub:
 
     def pending(self, lesson: InteractionExample | None) -> None:
         """The lesson waiting for the person's answer, or None once answered."""
-        event = {"type": "pending", "lesson": None if lesson is None else {**lesson_rows.row(lesson)}}
+        event = {"type": "pending", "lesson": None if lesson is None else lesson_rows.row(lesson)}
         with self._lock:
             self._pending = event
             self._send(event)
