@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import fcntl
 import os
+import re
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import rclpy
@@ -80,18 +85,123 @@ class DuplicateNodeError(RuntimeError):
     """Another node of the same name is already running in this ROS domain."""
 
 
+LOCK_ROOT = "teachbot-nodes"  # under the temporary directory, one folder per user: teachbot-nodes-<uid>
+# a node that lost the name lock leaves the graph as its process exits, and a node killed with kill -9 drops
+# off after the DDS lease (1.5 s, config/fastdds_localhost.xml); one still there after this runs elsewhere
+GRAPH_GRACE = 3.0  # seconds
+
+
+def lock_directory() -> Path:
+    """Where the node name locks live: ``<tmp>/teachbot-nodes-<uid>``, next to the ROS domain reservations
+    (teachbot.ros_env), so every process that can share a domain with another also shares its locks."""
+    directory = Path(tempfile.gettempdir()) / f"{LOCK_ROOT}-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    if directory.stat().st_uid != os.getuid():
+        raise RuntimeError(f"{directory} belongs to another user; remove it (it holds only lock files)")
+    return directory
+
+
+class NodeNameLock:
+    """A host-wide advisory lock (flock) on one node name in one ROS domain.
+
+    The kernel releases it when the process dies, also on kill -9, so it never goes stale. Locks on separate
+    open files conflict within one process too: a second node of the name in the same process is refused."""
+
+    def __init__(self, domain: int, full_name: str) -> None:
+        """Open the lock file of ``full_name`` (e.g. /robot1/sim) in ``domain``; :meth:`acquire` takes it."""
+        self.domain, self.full_name = domain, full_name
+        self.path = lock_directory() / f"domain{domain}.{re.sub(r'[^A-Za-z0-9_]', '.', full_name.strip('/'))}.lock"
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._closer = weakref.finalize(self, os.close, self._fd)  # a lock dropped unreleased still lets go
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting and write this process's id into the file; False if it is held."""
+        if self._fd is None:
+            raise RuntimeError(f"the lock on {self.full_name} was released; open a new NodeNameLock")
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, for an error message: 'this process', 'process <pid>' or 'another process'."""
+        text, patience = "", time.monotonic() + 0.2  # the holder writes its id just after it took the lock
+        while self._fd is not None and not text and time.monotonic() < patience:
+            text = os.pread(self._fd, 32, 0).decode(errors="replace").strip()
+            time.sleep(0.0 if text else 0.005)
+        if text == str(os.getpid()):
+            return "this process"
+        return f"process {text}" if text.isdigit() else "another process"
+
+    def release(self) -> None:
+        """Let go of the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):  # unlocked explicitly: a forked child's copy of the file must not hold it
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            self._closer()
+
+
 def refuse_duplicate(node: Node, wait: float = 0.4) -> None:
-    """Raise DuplicateNodeError when a node with this node's full name is already on the graph."""
-    deadline = time.monotonic() + wait
+    """Raise DuplicateNodeError when a node with this node's full name already runs in its ROS domain.
+
+    On this machine a :class:`NodeNameLock` decides at once and exactly (two processes started at the same
+    instant cannot both pass); it is held until ``node.destroy_node()``, which this wraps to release it
+    (rclpy.shutdown() destroys a context's nodes through the same call). Then for ``wait`` seconds the ROS
+    graph is watched for the name on another machine; a second node there counts only while it stays on the
+    graph for :data:`GRAPH_GRACE` s (a node here that lost the lock, or one killed with kill -9, leaves it).
+    A refused node is destroyed before the error is raised."""
     full = node.get_fully_qualified_name()
-    while time.monotonic() < deadline:
-        names = [ns.rstrip("/") + "/" + n for n, ns in node.get_node_names_and_namespaces()]
-        if names.count(full) > 1:
-            domain = os.environ.get("ROS_DOMAIN_ID", "0")
-            raise DuplicateNodeError(
-                f"a node named {full} is already running in ROS_DOMAIN_ID={domain}; stop it or start this one "
-                f"under another name (--ros-args -r __node:={node.get_name()}_2)"
-            )
+    domain = node.context.get_domain_id()
+    lock = NodeNameLock(domain, full)
+    advice = f"stop it or start this one under another name (--ros-args -r __node:={node.get_name()}_2)"
+    where = ""
+    if not lock.acquire():
+        where = f"on this machine ({lock.holder()})"
+    else:
+        try:
+            if _seen_twice(node, full, wait):
+                where = "elsewhere (on the ROS graph, but not holding its name lock here: another machine or user)"
+        except BaseException:
+            lock.release()
+            raise
+    if where:
+        lock.release()
+        node.destroy_node()  # the refused node's constructor never returns: nobody else could take it off the graph
+        raise DuplicateNodeError(f"a node named {full} is already running in ROS_DOMAIN_ID={domain} {where}; {advice}")
+    destroy = node.destroy_node  # the class's own (or a subclass's), bound to this node
+
+    def destroy_node() -> None:
+        try:
+            destroy()
+        finally:
+            lock.release()  # after the node has left the graph: a successor then finds only itself there
+
+    node.destroy_node = destroy_node  # type: ignore[method-assign]
+
+
+def _seen_twice(node: Node, full: str, wait: float) -> bool:
+    """Whether, within ``wait`` s, the graph shows two nodes named ``full`` for GRAPH_GRACE s on end.
+
+    ExternalShutdownException when the node's context is shut down meanwhile (a launcher stopping a node
+    that is still starting): run_nodes then exits quietly instead of with rclpy's 'context is invalid'."""
+    deadline, since = time.monotonic() + wait, None
+    while True:
+        try:
+            names = [ns.rstrip("/") + "/" + n for n, ns in node.get_node_names_and_namespaces()]
+        except Exception:
+            if node.context.ok():
+                raise
+            raise ExternalShutdownException() from None
+        now = time.monotonic()
+        since = (since or now) if names.count(full) > 1 else None
+        if since is not None and now - since >= GRAPH_GRACE:
+            return True
+        if since is None and now >= deadline:
+            return False
         time.sleep(0.05)
 
 

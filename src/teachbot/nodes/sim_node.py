@@ -7,7 +7,8 @@ topic, as do the fridge door and cupboard drawer joints, the simulator's stand-i
 In:  arm_controller/joint_trajectory (trajectory_msgs/JointTrajectory), gripper_controller/command.
 Out: joint_states, clock, camera/{color,depth}/image_raw, camera/color/camera_info, camera/pose,
      camera/segmentation, sim/objects (ground truth as an object list); household: sim/states.
-Sim only: services sim/get_world_state and sim/reset.
+Sim only: services sim/get_world_state and sim/reset. Every stamp is simulated time, which a reset
+restarts at zero (as does a sim restarted by its supervisor); :meth:`SimNode.jump_clock` does only that.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class SimNode(Node):
             scene = load_scene_file(str(p["scene_file"]), self.table) if p["scene_file"] else generate_scene(int(p["seed"]), self.table)
         self.frame = "map" if self.household else "base"
         self.lock = threading.RLock()
+        self._clock_offset = 0.0  # seconds added to the world's time in every stamp (see jump_clock)
         self.world.reset(scene)
         self.periods = {"joints": 1.0 / float(p["joint_state_rate"]), "objects": 1.0 / float(p["object_rate"]),
                         "camera": 1.0 / self.camera.rate if self.camera_enabled else float("inf")}
@@ -124,19 +126,20 @@ class SimNode(Node):
     def _physics_loop(self) -> None:
         due = {k: 0.0 for k in self.periods}
         wall_last = {k: 0.0 for k in self.periods}
+        # pacing and publication periods run on the world's own time; the stamps add jump_clock's offset
         wall0, sim0 = time.monotonic(), self.world.sim_time
         while self._running:
             with self.lock:
                 self.world.step(1)
-                now = self.world.sim_time
-            if now < sim0:  # reset rewound the clock
+                now, stamp = self.world.sim_time, self.sim_time()
+            if now < sim0:  # a reset rewound the clock
                 wall0, sim0, due = time.monotonic(), now, {k: 0.0 for k in self.periods}
             wall = time.monotonic()
             for kind, period in self.periods.items():
                 if now >= due[kind] and wall - wall_last[kind] >= 1.0 / MAX_WALL_PUBLISH_RATE:
                     due[kind] = now + period
                     wall_last[kind] = wall
-                    self._publish(kind, now)
+                    self._publish(kind, stamp)
             rtf = self.rtf
             if rtf > 0:
                 ahead = (now - sim0) / rtf - (time.monotonic() - wall0)
@@ -235,7 +238,7 @@ class SimNode(Node):
             objects = self.world.objects()
             names, q, qd, eff = self.world.joint_state()
             response.held_object = self.world.held_object()
-            response.sim_time = self.world.sim_time
+            response.sim_time = self.sim_time()
             scene = self.world.scene
         response.objects = [object_state_msg(o) for o in objects]
         response.joints = JointState(name=names, position=q.tolist(), velocity=qd.tolist(), effort=eff.tolist())
@@ -253,8 +256,9 @@ class SimNode(Node):
                          if request.scene_yaml.strip() else generate_scene(int(request.seed), self.table))
             with self.lock:
                 self.world.reset(scene)
+                self._clock_offset = 0.0
                 objects = self.world.objects()
-            self._publish("objects", self.world.sim_time)  # before answering: callers act on the new scene next
+            self._publish("objects", self.sim_time())  # before answering: callers act on the new scene next
         except TeachbotError as exc:
             response.success, response.message = False, str(exc)
             return response
@@ -262,6 +266,26 @@ class SimNode(Node):
         response.message = f"scene with {len(objects)} objects: {', '.join(o.name for o in objects)}"
         response.objects = [object_state_msg(o) for o in objects]
         return response
+
+    # ------------------------------------------------------------ the simulated clock
+    def sim_time(self) -> float:
+        """Simulated seconds as stamped on everything this node publishes (and sim/get_world_state's sim_time)."""
+        with self.lock:
+            return self.world.sim_time + self._clock_offset
+
+    def jump_clock(self, to: float = 0.0) -> float:
+        """Fault drill: make the simulated clock read ``to`` seconds now and leave the world as it is; returns
+        the jump (negative: back). Back to zero is, to the nodes that read the stamps (the skills node's arm
+        clock, perception), a sim restarted by its supervisor in the middle of a skill, minus the lost scene
+        (sim/reset also rewinds the clock, but reloads the scene and sends the arm home); forward stands in
+        for a sim that has run for long."""
+        if to < 0:
+            raise ValueError(f"jump_clock(to={to}): simulated time starts at 0")
+        with self.lock:
+            jump = to - self.sim_time()
+            self._clock_offset += jump
+        self.get_logger().warning(f"simulated clock jumped by {jump:+.3f} s to {to:.3f} s")
+        return jump
 
     def close(self) -> None:
         self._running = False

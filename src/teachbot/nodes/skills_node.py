@@ -57,13 +57,15 @@ def _duration(seconds: float) -> Duration:
 
 
 class RosArm:
-    """ArmInterface over the controller topics; clock is wall time."""
+    """ArmInterface over the controller topics; its clock is the joint states' stamps (see :meth:`now`)."""
 
     def __init__(self, node: Node, profile: RobotProfile, group: Any) -> None:
         self.arm_joints = profile.arm_joints
         self._fingers = profile.finger_joints
         self._state: dict[str, float] = {}
-        self._stamp: float | None = None  # stamp of the latest joint state: the arm's own clock
+        self._stamp: float | None = None  # the arm's own clock at the latest joint state (see now())
+        self._sent: float | None = None  # the latest joint state's stamp as the driver sent it
+        self._rewound = 0.0  # seconds the driver's clock went back in all (sim resets, a restarted sim)
         self._arrived: float | None = None  # time.monotonic() when the latest joint state came in
         self._have_state = threading.Event()
         # the e-stop and every outgoing command share this lock, so no trajectory can follow a hold
@@ -77,7 +79,11 @@ class RosArm:
     def _on_state(self, msg: JointState) -> None:
         self._state.update(zip(msg.name, msg.position))
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        self._stamp = stamp if stamp > 0 else None
+        if stamp > 0 or self._sent is not None:  # (a driver that never stamps leaves the wall as the clock)
+            if self._sent is not None and stamp < self._sent:
+                self._rewound += self._sent - stamp
+            self._sent = stamp
+            self._stamp = stamp + self._rewound
         self._arrived = time.monotonic()
         if all(n in self._state for n in self.arm_joints):
             self._have_state.set()
@@ -138,6 +144,11 @@ class RosArm:
 
     def now(self) -> float:
         """The driver's clock (joint state stamps; simulated time in sim), wall time if unstamped.
+
+        It never goes back: where the driver's clock does (a sim reset, or a sim restarted by the launcher,
+        starts again at zero) it goes on from where it was, so an interval a skill measures across the jump
+        (a motion allowance, the base's drive, a door opening) sees no time pass at the jump, never a wait
+        for the old time to come round again, and a rewound stamp of exactly zero is not taken for wall time.
 
         ControllerError when joint states stopped coming for :data:`STATE_STALE` s and their publisher left
         the graph: the driver (or the sim node) is gone, and a skill must not wait on a clock that stopped."""
