@@ -24,12 +24,9 @@ PUT = {"object_name": "red block", "target_name": "blue bowl"}
 
 
 def deadline_class() -> tuple[type, float]:
-    """The skills' arm-clock allowance and its wall backstop factor (skills/library.py is being split)."""
-    try:
-        from teachbot.skills.arm_motion import WALL_BACKSTOP_FACTOR, ArmDeadline
-    except ImportError:
-        from teachbot.skills.library import WALL_BACKSTOP_FACTOR
-        from teachbot.skills.library import _Deadline as ArmDeadline
+    """The skills' arm-clock allowance and its wall backstop factor."""
+    from teachbot.skills.arm_motion import WALL_BACKSTOP_FACTOR, ArmDeadline
+
     return ArmDeadline, WALL_BACKSTOP_FACTOR
 
 
