@@ -5,6 +5,7 @@
     teachbot memory remove ID [ID ...]
     teachbot memory export FILE [--profile P] [--source seed|learned|all]
     teachbot memory import FILE
+    teachbot memory migrate --to postgres|files [--dsn DSN] [--memory DIR] [--batch N] [--no-embeddings]
     teachbot memory knowledge list [--kind K] [--object TEXT] [--task TEXT]
     teachbot memory knowledge show ID
     teachbot memory knowledge remove ID [ID ...]
@@ -12,10 +13,13 @@
     teachbot memory knowledge import FILE
     teachbot memory tasks list | show TASK   (teachbot.commands.memory_tasks)
 
-Works on the files directly (teachbot.memory.MemoryStore, teachbot.knowledge.KnowledgeStore: atomic
-writes under a lock file), so it is safe while a memory node runs; the node picks the changes up before
-its next retrieval. ``knowledge`` is the distilled knowledge base (short facts learned from
-corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml.
+Works on the store of config/memory.yaml's ``memory.store.backend``: the files directly (teachbot.memory.MemoryStore,
+teachbot.knowledge.KnowledgeStore: atomic writes under a lock file), or the fleet's PostgreSQL database
+(``postgres``, or ``--dsn``; teachbot.memory.pg_store, one transaction per change); ``--memory DIR`` always means a
+file store. Either is safe while memory nodes run; they pick the changes up before their next retrieval (on
+the database at once, through NOTIFY). ``knowledge`` is the distilled knowledge base (short facts learned from
+corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml. ``migrate`` copies the learned
+examples between the file store and the database (teachbot.memory.pg_migrate).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from teachbot.knowledge import KINDS, KnowledgeEntry, KnowledgeError, KnowledgeStore
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
@@ -36,8 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
     common.add_argument("--memory", default="", metavar="DIR",
-                        help="directory of learned examples (default: store.learned_dir of the config)")
-    actions = memory.add_subparsers(dest="action", required=True, metavar="{list,show,remove,export,import,knowledge,tasks}")
+                        help="a file store: directory of learned examples (default: store.learned_dir of the config)")
+    common.add_argument("--dsn", default="", help="the fleet's PostgreSQL database (default: store.dsn of the config "
+                        "when its backend is postgres), e.g. 'host=db.local dbname=teachbot user=robot'")
+    actions = memory.add_subparsers(dest="action", required=True,
+                                    metavar="{list,show,remove,export,import,migrate,knowledge,tasks}")
 
     listing = actions.add_parser("list", parents=[common], help="a table of the stored examples")
     listing.add_argument("--profile", default="", help="only this robot API profile (tabletop, household)")
@@ -61,6 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp = actions.add_parser("import", parents=[common], help="add the learned examples of a JSON Lines export")
     imp.add_argument("file", type=Path)
     imp.set_defaults(func=run_import)
+
+    migrate = actions.add_parser("migrate", parents=[common], help="copy learned examples from the files into the "
+                                 "fleet's database, or back (idempotent, resumable, verified)")
+    migrate.add_argument("--to", required=True, choices=("postgres", "files"), help="where the examples go")
+    migrate.add_argument("--batch", type=int, default=500, help="examples per transaction into the database (default 500)")
+    migrate.add_argument("--no-embeddings", action="store_true",
+                         help="do not embed the keys (the robots embed them on first use)")
+    migrate.set_defaults(func=run_migrate)
     register_knowledge(actions)
     from teachbot.commands import memory_tasks
 
@@ -98,11 +114,20 @@ def register_knowledge(actions: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=run_knowledge_import)
 
 
-def open_store(args: argparse.Namespace) -> MemoryStore:
-    """The store the config (and --memory) name."""
+def open_store(args: argparse.Namespace) -> Any:
+    """The store the config (and --memory, --dsn) name: a MemoryStore, or a PgMemoryStore without a listener."""
     config = MemoryConfig.load(args.config or None)
-    learned = Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir
-    return MemoryStore(learned, config.seeds_dir)
+    if args.memory or (config.backend != "postgres" and not args.dsn):
+        return MemoryStore(Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir, config.seeds_dir)
+    from teachbot.memory.pg_backend import open_database
+
+    return open_database(config, args.dsn, listen=False)
+
+
+def where(store: Any) -> str:
+    """Where a store keeps its learned examples, for messages."""
+    database = getattr(store, "where", None)
+    return f"the database at {database}" if database else str(store.learned_dir)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -113,7 +138,7 @@ def run_list(args: argparse.Namespace) -> int:
     print(format_table(examples, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
     learned = sum(e.source == LEARNED for e in examples)
     print(f"\n{len(examples)} example{'s' * (len(examples) != 1)} ({len(examples) - learned} seed, {learned} learned); "
-          f"learned examples in {store.learned_dir}")
+          f"learned examples in {where(store)}")
     return 0
 
 
@@ -181,8 +206,39 @@ def run_import(args: argparse.Namespace) -> int:
     """Add the learned examples of an export; ids already stored (and seed records) are skipped."""
     store = open_store(args)
     report = store.import_jsonl(args.file)
-    print(f"imported {len(report.added)} example{'s' * (len(report.added) != 1)} into {store.learned_dir}"
+    print(f"imported {len(report.added)} example{'s' * (len(report.added) != 1)} into {where(store)}"
           + (f"; skipped {len(report.skipped)} already stored or seed: {', '.join(report.skipped)}" if report.skipped else ""))
+    return 0
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Copy the learned examples between the file store and the database; exit status 1 unless all are verified."""
+    from teachbot.memory.pg_backend import config_embedder, open_database
+    from teachbot.memory.pg_migrate import database_to_files, files_to_database
+
+    config = MemoryConfig.load(args.config or None)
+    learned = Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir
+    files = MemoryStore(learned, config.seeds_dir)
+    embedder = None if args.no_embeddings or args.to == "files" else config_embedder(config)
+    database = open_database(config, args.dsn, listen=False, embedder=embedder)
+
+    def progress(done: int, total: int) -> None:
+        print(f"  {done} of {total}", file=sys.stderr, flush=True)
+
+    try:
+        if args.to == "postgres":
+            report = files_to_database(files, database, lambda: open_database(config, args.dsn, listen=False),
+                                       args.batch, progress)
+        else:
+            report = database_to_files(database, files, lambda: MemoryStore(learned, config.seeds_dir), progress)
+    finally:
+        database.close()
+    print(report.summary())
+    if not report.complete:
+        print("error: the migration is not complete (see above); the source is unchanged", file=sys.stderr)
+        return 1
+    backend = "postgres" if args.to == "postgres" else "files"
+    print(f"done; the source is unchanged. To use the copy, set memory.store.backend: {backend} in config/memory.yaml")
     return 0
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
 from teachbot.memory.episodic import EpisodicMemory
+from teachbot.memory.example import MemoryStoreError
+
+if TYPE_CHECKING:  # psycopg is imported only for the postgres backend
+    from teachbot.memory.pg_store import PgMemoryStore
 
 
 def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = None) -> EpisodicMemory:
@@ -23,14 +27,27 @@ def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = 
     if config.backend != "postgres":
         return EpisodicMemory.open(config, embedder)
     from teachbot.memory.pg_memory import PgEpisodicMemory
+
+    embedder = embedder or config_embedder(config)
+    return PgEpisodicMemory(open_database(config, embedder=embedder), embedder, config.retrieval)
+
+
+def config_embedder(config: MemoryConfig) -> Embedder:
+    """The sentence embedder ``config`` names, with its cache (the model loads on first use)."""
+    model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
+    return cached(model, config.cache_dir)
+
+
+def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, embedder: Embedder | None = None) -> PgMemoryStore:
+    """The fleet database's store for this robot as ``config`` says (``dsn`` overrides its memory.store.dsn).
+    ``listen`` False: no background connection, every read asks the database (the ``teachbot memory`` commands)."""
     from teachbot.memory.pg_store import PgMemoryStore
 
-    if embedder is None:
-        model = SentenceTransformerEmbedder(config.model_path, config.model_name, config.device, config.batch_size)
-        embedder = cached(model, config.cache_dir)
-    store = PgMemoryStore(config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
-                          shared=config.scope, embedder=embedder)
-    return PgEpisodicMemory(store, embedder, config.retrieval)
+    if not (dsn or config.dsn).strip():
+        raise MemoryStoreError("no database named: give --dsn 'host=... dbname=... user=...' or memory.store.dsn in "
+                               "config/memory.yaml")
+    return PgMemoryStore(dsn or config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
+                         shared=config.scope, embedder=embedder, listen=listen)
 
 
 class _Forward(logging.Handler):

@@ -38,7 +38,7 @@ from teachbot.memory.embedding import Embedder
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError, validate_learned
 from teachbot.memory.files import write_atomic
 from teachbot.memory.pg_listen import Listener
-from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys
+from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
 from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
 from teachbot.memory.pg_spool import Spool, SpooledLesson
 from teachbot.memory.store import ImportReport, _prepare, _read_seed
@@ -301,50 +301,36 @@ class PgMemoryStore:
 
         The whole file is validated first (an error names the line); MemoryStoreError when the database is away.
         """
-        path = Path(path)
-        try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MemoryStoreError(f"cannot read {path}: {exc}") from None
-        examples, report = [], ImportReport()
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise MemoryStoreError(f"{where}: not JSON ({exc.msg})") from None
-            example = InteractionExample.from_dict(record, where)
-            if example.source == SEED:
-                report.skipped.append(example.id)
-                continue
-            example = _prepare(example)
-            try:
-                validate_learned(example)
-            except MemoryStoreError as exc:
-                raise MemoryStoreError(f"{where}: {exc}") from None
-            if example.id in self._seeds:
-                report.skipped.append(example.id)  # the id of a seed file here: never shadowed
-                continue
-            examples.append(example)
-        vectors = [self._embed(e) for e in examples]
-
-        def insert_all(conn: psycopg.Connection) -> list[str]:
-            with conn.transaction():
-                return [insert_example(conn, e, self.robot_id, self.shared, v, self.embedding_type) for e, v in zip(examples, vectors)]
-
-        try:
-            with self._lock:
-                outcomes = self._run(insert_all)
-                for example, outcome in zip(examples, outcomes):
-                    if outcome == "added":
-                        self._stored_locally(example)
-        except _Offline as exc:
-            raise MemoryStoreError(self._unreachable(exc, f"nothing of {path} was imported; try again")) from None
+        examples, seeds = read_learned_jsonl(path)
+        report = ImportReport(skipped=seeds + [e.id for e in examples if e.id in self._seeds])  # seed ids: never shadowed
+        examples = [e for e in examples if e.id not in self._seeds]
+        outcomes = self.add_batch(examples, f"nothing of {path} was imported; try again")
         for example, outcome in zip(examples, outcomes):
             (report.added if outcome == "added" else report.skipped).append(example.id)
         return report
+
+    def add_batch(self, examples: list[InteractionExample], unreachable: str = "nothing was written; try again") -> list[str]:
+        """Store learned examples in ONE transaction: per example 'added', 'same' (already stored, equal) or 'conflict'
+        (another example holds its id; left as it is). MemoryStoreError ending in ``unreachable`` when the database is
+        away (nothing is queued: the caller retries the whole batch)."""
+        prepared = [_prepare(e) for e in examples]
+        for example in prepared:
+            validate_learned(example)
+        vectors = [self._embed(e) for e in prepared]
+
+        def insert_all(conn: psycopg.Connection) -> list[str]:
+            with conn.transaction():
+                return [insert_example(conn, e, self.robot_id, self.shared, v, self.embedding_type) for e, v in zip(prepared, vectors)]
+
+        try:
+            with self._lock:  # as in add: a catch-up never takes these rows for others' news
+                outcomes = self._run(insert_all)
+                for example, outcome in zip(prepared, outcomes):
+                    if outcome == "added":
+                        self._stored_locally(example)
+        except _Offline as exc:
+            raise MemoryStoreError(self._unreachable(exc, unreachable)) from None
+        return outcomes
 
     def add_keys(self, examples: list[InteractionExample]) -> None:
         """Store the key embeddings of ``embedder`` for stored examples that lack them (one transaction; examples
