@@ -124,14 +124,17 @@ def main() -> int:
         shown_at = [t for t in camera["shownAt"] if t >= started]
         fps = (len(shown_at) - 1) / (shown_at[-1] - shown_at[0]) if len(shown_at) > 1 else 0.0
         latencies = summary_ms([1000.0 * s for s in camera["latencies"][-len(shown_at):]])
+        end_to_end = summary_ms([1000.0 * s for s in camera["fromStamp"][-len(shown_at):]])
         C.say(f"camera: {frames} frames in {args.camera_seconds:g} s shown, {fps:.2f} fps (web.camera_fps "
               f"{web.settings.camera_fps:g}, images at {args.camera_rate:g} Hz); bridge receipt -> drawn: median "
-              f"{latencies['median']:.1f} ms, p90 {latencies.get('p90', 0):.1f} ms")
+              f"{latencies['median']:.1f} ms, p90 {latencies.get('p90', 0):.1f} ms; published -> drawn: median "
+              f"{end_to_end['median']:.1f} ms")
         C.emit({
             "benchmark": "web", "unit": "ms", "runs": len(shown), "median": typed["median"], **C.goal_fields(typed["median"], GOAL_MS),
             "utterance_to_transcript_ms": typed,
             "camera": {"fps": round(fps, 2), "configured_fps": web.settings.camera_fps, "published_hz": args.camera_rate,
                        "frames": frames, "seconds": args.camera_seconds, "latency_ms": latencies,
+                       "published_to_drawn_ms": end_to_end,
                        "width": web.settings.camera_width, "jpeg_quality": web.settings.jpeg_quality},
             "machine": C.machine(),
         })

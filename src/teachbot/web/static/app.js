@@ -7,7 +7,7 @@
   const state = { ws: null, retry: 500, status: {}, episodes: new Map(), query: "", pending: null };
   // what the benchmark and the tests read: typed -> first transcript line shown, and camera frames
   const timings = { typed: [], shown: [], waiting: null };
-  const camera = { frames: 0, latencies: [], shownAt: [] };
+  const camera = { frames: 0, latencies: [], fromStamp: [], shownAt: [] };
   window.teachbot = { timings, camera };
 
   function el(tag, text, cls) {
@@ -161,7 +161,11 @@
       item.appendChild(details);
       const remove = el("button", "Remove", "remove");
       remove.type = "button";
-      remove.addEventListener("click", () => send({ type: "remove", id: lesson.id }));
+      remove.addEventListener("click", () => {
+        if (window.confirm("Remove this lesson? The robot forgets it: " + (lesson.improvement || lesson.id))) {
+          send({ type: "remove", id: lesson.id });
+        }
+      });
       item.appendChild(remove);
       list.appendChild(item);
     }
@@ -223,9 +227,10 @@
       bitmap.close();
       const now = Date.now() / 1000;
       camera.frames += 1;
-      camera.latencies.push(now - Number(header.received));
+      camera.latencies.push(now - Number(header.received));  // the bridge got the image -> drawn
+      camera.fromStamp.push(now - Number(header.stamp));  // the image's stamp -> drawn (a wall-clock stamp only)
       camera.shownAt.push(now);
-      if (camera.latencies.length > 500) { camera.latencies.shift(); camera.shownAt.shift(); }
+      if (camera.latencies.length > 500) { camera.latencies.shift(); camera.fromStamp.shift(); camera.shownAt.shift(); }
     });
     ws.addEventListener("close", () => setTimeout(connectCamera, 1000));
   }
