@@ -4,7 +4,8 @@ The robot profile's ``world`` picks it: the tabletop, or the household kitchen w
 mobile base (whose virtual joints base_x, base_y, base_yaw take trajectories on the same controller
 topic, as do the fridge door and cupboard drawer joints, the simulator's stand-in for a pulling hand).
 
-In:  arm_controller/joint_trajectory (trajectory_msgs/JointTrajectory), gripper_controller/command.
+In:  arm_controller/joint_trajectory (trajectory_msgs/JointTrajectory), gripper_controller/command. A running
+     trajectory whose sender has left the ROS graph (a killed skills node) is stopped: the arm holds.
 Out: joint_states, clock, camera/{color,depth}/image_raw, camera/color/camera_info, camera/pose,
      camera/segmentation, sim/objects (ground truth as an object list); household: sim/states.
 Sim only: services sim/get_world_state and sim/reset. Every stamp is simulated time, which a reset
@@ -40,6 +41,7 @@ from teachbot.sim.scene import SceneSpec, TabletopConfig, generate_scene, load_s
 from teachbot.sim.world import TabletopWorld
 
 MAX_WALL_PUBLISH_RATE = 250.0  # Hz: faster-than-real-time runs do not flood subscribers
+SENDER_WATCH_PERIOD = 0.1  # wall seconds between checks that a moving arm's trajectory sender is still on the graph
 
 
 def _stamp(seconds: float) -> Time:
@@ -109,6 +111,8 @@ class SimNode(Node):
         self.states_pub = self.create_publisher(ThingStates, "sim/states", LATCHED_QOS) if self.household else None
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(JointTrajectory, topics["joint_trajectory"], self.on_trajectory, COMMAND_QOS, callback_group=group)
+        self._trajectory_topic = topics["joint_trajectory"]
+        self.create_timer(SENDER_WATCH_PERIOD, self.on_watch_sender, callback_group=group)
         self.create_subscription(GripperCommand, topics["gripper_command"], self.on_gripper, COMMAND_QOS, callback_group=group)
         self.create_service(GetWorldState, "sim/get_world_state", self.on_get_world_state, callback_group=group)
         self.create_service(ResetScene, "sim/reset", self.on_reset, callback_group=group)
@@ -227,6 +231,19 @@ class SimNode(Node):
                     self.world.command_trajectory(list(msg.joint_names), times, [list(p.positions) for p in msg.points])
         except TeachbotError as exc:
             self.get_logger().error(f"rejected trajectory: {exc}")
+
+    def on_watch_sender(self) -> None:
+        """Hold the arm (and base) when whoever sent the running trajectory has left the ROS graph: a skills
+        node killed mid-motion must not leave the arm finishing a path nobody watches any more. A killed
+        participant leaves the graph within the DDS lease (config/fastdds_localhost.xml)."""
+        with self.lock:
+            moving = self.world.moving or bool(getattr(self.world, "base_moving", False))
+        if not moving or self.count_publishers(self._trajectory_topic) > 0:
+            return
+        with self.lock:
+            self.world.hold()
+        self.get_logger().warning(f"nobody publishes on {self._trajectory_topic} any more (the sender of the running "
+                                  "trajectory left the ROS graph): holding the arm where it is")
 
     def on_gripper(self, msg: GripperCommand) -> None:
         with self.lock:
