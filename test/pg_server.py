@@ -71,9 +71,11 @@ def bin_dir_for(kind: str) -> Path | None:
 class PgServer:
     """One PostgreSQL cluster in its own temporary directory; start(), stop(), kill(), restart()."""
 
-    def __init__(self, bin_dir: Path, fsync: bool = False) -> None:
+    def __init__(self, bin_dir: Path, fsync: bool = False, settings: dict[str, str] | None = None) -> None:
+        """``settings``: more server settings (name -> value), e.g. a benchmark's shared_buffers."""
         self.bin_dir = Path(bin_dir)
         self.fsync = fsync
+        self.settings = dict(settings or {})
         self.as_root = os.geteuid() == 0
         # /tmp, not pytest's tmp_path: a Unix socket path has at most 107 bytes, and as root ``nobody`` must
         # be able to reach the directory (pytest's base directory is private to root)
@@ -119,6 +121,7 @@ class PgServer:
             # synchronous_commit stays on: a commit is in the kernel's page cache before it returns, so killing
             # the server (kill()) loses nothing committed; fsync=off only gives up surviving an OS crash
             "-c synchronous_commit=on " + ("-c fsync=on" if self.fsync else "-c fsync=off -c full_page_writes=off"),
+            *(f"-c {name}={value}" for name, value in self.settings.items()),
         ])
         self._run("pg_ctl", "-D", str(self.data_dir), "-o", options, "-l", str(self.log_path), "-w",
                   "-t", str(int(START_TIMEOUT_S)), "start")
