@@ -1,7 +1,7 @@
 """The memory node on the postgres backend (config/memory.yaml's memory.store.backend: postgres): its services
 store into and retrieve from the fleet's database, a lesson another robot learned is retrieved within a
-second and announced on memory/updated (as its removal), its knowledge base stays where the config puts it,
-and closing the node closes the store."""
+second and announced on memory/updated (as its removal), its knowledge base is the database's and its task logs
+are copied into it, and closing the node closes the store."""
 
 from __future__ import annotations
 
@@ -15,13 +15,17 @@ from pg_server import PgServer, pg_vector  # noqa: F401 - the fixture
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from teachbot_interfaces.msg import InteractionExample as ExampleMsg
 from teachbot_interfaces.msg import MemoryUpdate
-from teachbot_interfaces.srv import AddExample, RetrieveExamples
+from teachbot_interfaces.srv import AddExample, AddKnowledge, BeginTask, RetrieveExamples
 from test_pg_store import HashEmbedder, learned, transcript
 
+from teachbot.knowledge import KnowledgeEntry
+from teachbot.knowledge.pg_store import PgKnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.pg_backend import open_memory
 from teachbot.memory.pg_store import PgMemoryStore
+from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodes.memory_node import MemoryNode
+from teachbot.taskmemory.pg_log import PgTaskLogStore
 
 
 @pytest.fixture()
@@ -44,7 +48,20 @@ def test_memory_node_learns_and_retrieves_through_the_fleet_database(ros_context
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     graph.probe.create_subscription(MemoryUpdate, "memory/updated", lambda m: updates.append((m.action, m.example_id)), qos)
     try:
-        assert node.knowledge.store.directory == tmp_path / "kb"  # the configured knowledge base, not one next to the spool
+        # the knowledge base is in the fleet's database too, and the task logs are copied into it
+        assert isinstance(node.knowledge.store, PgKnowledgeStore) and isinstance(node.tasks.memory.store, PgTaskLogStore)
+        told = ros_graph.call(graph.client(AddKnowledge, "memory/add_knowledge"), AddKnowledge.Request(entries=[entry_to_msg(
+            KnowledgeEntry(id="tea", kind="preference", text="The visitor likes green tea."))]), 30.0)
+        assert told.success, told.message
+        other_knowledge = PgKnowledgeStore(config.dsn, tmp_path / "kb-spool-2", robot_id="arm-2")
+        assert other_knowledge.get("tea").text == "The visitor likes green tea."
+        other_knowledge.close()
+        begun = ros_graph.call(graph.client(BeginTask, "memory/begin_task"), BeginTask.Request(task="tidy", instruction="tidy up"),
+                               30.0)
+        assert begun.success, begun.message
+        restored = PgTaskLogStore(tmp_path / "tasks-restored", config.dsn, robot_id="arm-1")
+        assert [r.instruction for r in restored.records("tidy")] == ["tidy up"]
+        restored.close()
         add, retrieve = graph.client(AddExample, "memory/add"), graph.client(RetrieveExamples, "memory/retrieve")
         msg = ExampleMsg(id="wave", profile="tabletop", source="learned", transcript=transcript("wave at the visitor"))
         answer = ros_graph.call(add, AddExample.Request(example=msg), 30.0)
@@ -64,7 +81,8 @@ def test_memory_node_learns_and_retrieves_through_the_fleet_database(ros_context
         # memory/updated tells of the other robot's lessons as of this node's own: each once
         other_robot.remove("bow")
         ros_graph.wait_until(lambda: (MemoryUpdate.REMOVED, "bow") in updates, 2.0, "the other robot's removal announced")
-        assert updates == [(MemoryUpdate.ADDED, "wave"), (MemoryUpdate.ADDED, "bow"), (MemoryUpdate.REMOVED, "bow")]
+        assert updates == [(MemoryUpdate.KNOWLEDGE_ADDED, "tea"), (MemoryUpdate.ADDED, "wave"), (MemoryUpdate.ADDED, "bow"),
+                           (MemoryUpdate.REMOVED, "bow")]
     finally:
         graph.close()
         node.close()

@@ -1,8 +1,9 @@
 """The one place that picks the episodic memory's backend from config/memory.yaml (memory.store.backend).
 
 ``files``: EpisodicMemory over the file store. ``postgres``: PgEpisodicMemory over a PgMemoryStore on the
-fleet's database (teachbot.memory.pg_memory). psycopg is imported only for ``postgres``, so a machine that
-runs the file store alone needs no PostgreSQL client. ``forward_logs`` hands the stores' log lines (an outage,
+fleet's database (teachbot.memory.pg_memory); the knowledge base and the task logs likewise (open_knowledge,
+open_task_logs). psycopg is imported only for ``postgres``, so a machine that runs the file store alone needs no
+PostgreSQL client. ``forward_logs`` hands the stores' log lines (an outage,
 a catch-up, queued lessons written) to a node's logger.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from teachbot.memory.config import MemoryConfig
@@ -43,11 +45,39 @@ def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, e
     ``listen`` False: no background connection, every read asks the database (the ``teachbot memory`` commands)."""
     from teachbot.memory.pg_store import PgMemoryStore
 
+    return PgMemoryStore(_dsn(config, dsn), config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
+                         shared=config.scope, embedder=embedder, listen=listen)
+
+
+def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "") -> Any:
+    """The knowledge base on ``config``'s backend: files in ``directory`` (default: the config's knowledge_dir), or
+    the fleet database (``dsn`` overrides the config's; entries queued in ``<spool_dir>/knowledge`` while it is away)."""
+    from teachbot.knowledge.store import KnowledgeStore
+
+    if config.backend != "postgres" and not dsn:
+        return KnowledgeStore(directory or config.knowledge_path)
+    from teachbot.knowledge.pg_store import PgKnowledgeStore
+
+    return PgKnowledgeStore(_dsn(config, dsn), config.spool_path / "knowledge", robot_id=config.robot_name, shared=config.scope)
+
+
+def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> Any:
+    """The task logs in ``directory`` (default: the config's tasks_dir); on the postgres backend (or with ``dsn``)
+    copied into the fleet database and restored from it, under ``robot_id`` (default: this robot's)."""
+    from teachbot.taskmemory.log import TaskLogStore
+
+    if config.backend != "postgres" and not dsn:
+        return TaskLogStore(directory or config.tasks_path)
+    from teachbot.taskmemory.pg_log import PgTaskLogStore
+
+    return PgTaskLogStore(directory or config.tasks_path, _dsn(config, dsn), robot_id=robot_id or config.robot_name)
+
+
+def _dsn(config: MemoryConfig, dsn: str) -> str:
     if not (dsn or config.dsn).strip():
         raise MemoryStoreError("no database named: give --dsn 'host=... dbname=... user=...' or memory.store.dsn in "
                                "config/memory.yaml")
-    return PgMemoryStore(dsn or config.dsn, config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
-                         shared=config.scope, embedder=embedder, listen=listen)
+    return dsn or config.dsn
 
 
 class _Forward(logging.Handler):

@@ -12,7 +12,9 @@ embedder; the image embedder is config/knowledge.yaml's (knowledge.image_model),
 perception/describe_object compares with the entries' vectors. The knowledge directory is
 memory.store.knowledge_dir of config/memory.yaml, or "knowledge" next to the learned examples when the
 node is given its store (``memory``) or another learned_dir, so a temporary store never writes into the
-user's knowledge base; the ``knowledge_dir`` parameter overrides both. With knowledge.select.enabled the
+user's knowledge base; the ``knowledge_dir`` parameter overrides both. On the postgres backend the knowledge
+base is in the fleet's database (teachbot.knowledge.pg_store) unless the ``knowledge_dir`` parameter is given,
+and the task logs are copied into it (teachbot.taskmemory.pg_log) unless ``tasks_dir`` is. With knowledge.select.enabled the
 candidates go through DROC's LLM selection (the ``knowledge_select`` role of config/llm.yaml).
 
 The task memory (teachbot.taskmemory, config/task_memory.yaml; teachbot.nodes.task_memory_service):
@@ -42,11 +44,12 @@ from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
-from teachbot.memory.pg_backend import forward_logs, open_memory
+from teachbot.memory.pg_backend import forward_logs, open_knowledge, open_memory, open_task_logs
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
 from teachbot.perception.object_crop import knowledge_settings
+from teachbot.taskmemory.log import TaskLogStore
 
 if TYPE_CHECKING:  # psycopg is imported only on the postgres backend
     from teachbot.memory.pg_store import StoreChange
@@ -154,7 +157,9 @@ class MemoryNode(Node):
             from teachbot.nodeset import llm_settings
 
             select = model_from_config(llm_settings(), "knowledge_select")
-        return KnowledgeRetriever(KnowledgeStore(directory), self.memory.embedder, image_embedder, settings, select_model=select)
+        # on the postgres backend the fleet's database, unless the knowledge_dir parameter names a directory
+        store = KnowledgeStore(directory) if self.get_parameter("knowledge_dir").value else open_knowledge(self._config(), directory)
+        return KnowledgeRetriever(store, self.memory.embedder, image_embedder, settings, select_model=select)
 
     def _task_memory(self) -> TaskMemoryService | None:
         """The task memory's services (config/task_memory.yaml), or None when it is switched off."""
@@ -165,7 +170,9 @@ class MemoryNode(Node):
             return None
         directory = self._store_dir("tasks_dir", self._config().tasks_path, "tasks")
         worker = working_memory_maker(config, self.get_logger().warning)
-        return TaskMemoryService(self, directory, config, str(self.get_parameter("task_profile").value), worker)
+        # on the postgres backend copied into the fleet's database, unless the tasks_dir parameter names a directory
+        store = TaskLogStore(directory) if self.get_parameter("tasks_dir").value else open_task_logs(self._config(), directory)
+        return TaskMemoryService(self, store, config, str(self.get_parameter("task_profile").value), worker)
 
     def close(self) -> None:
         self._unforward_logs()
@@ -173,9 +180,10 @@ class MemoryNode(Node):
             self.memory.store.on_change = None  # nothing is published once the node is going
         if self.tasks is not None:
             self.tasks.close()
-        close_store = getattr(self.memory.store, "close", None)  # the postgres backend's listener and connections
-        if close_store is not None:
-            close_store()
+        for store in (self.memory.store, self.knowledge.store):  # the postgres backend's listener and connections
+            close_store = getattr(store, "close", None)
+            if close_store is not None:
+                close_store()
 
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)

@@ -120,13 +120,14 @@ def newest_world(store: TaskLogStore) -> Environment:
 
 # ------------------------------------------------------------------------------------------- the service
 class TaskMemoryService:
-    """Serves a :class:`TaskMemory` on ``directory`` for ``node`` (see the module docstring)."""
+    """Serves a :class:`TaskMemory` on ``directory`` (or a ready TaskLogStore: the postgres backend's) for ``node``
+    (see the module docstring)."""
 
-    def __init__(self, node: Node, directory: str | Path, config: TaskMemoryConfig | None = None, profile: str = "household",
-                 worker: Any = None, callback_group: Any = None) -> None:
+    def __init__(self, node: Node, directory: str | Path | TaskLogStore, config: TaskMemoryConfig | None = None,
+                 profile: str = "household", worker: Any = None, callback_group: Any = None) -> None:
         self.node = node
         self.config = config or TaskMemoryConfig.load()
-        store = TaskLogStore(directory)
+        store = directory if isinstance(directory, TaskLogStore) else TaskLogStore(directory)
         self._world_lock = threading.Lock()
         self._world: Environment = newest_world(store)
         self.memory = TaskMemory(store, self.config, profile, self.world, worker)
@@ -226,3 +227,6 @@ class TaskMemoryService:
 
     def close(self) -> None:
         self._workers.shutdown(wait=False, cancel_futures=True)
+        close_store = getattr(self.memory.store, "close", None)  # the postgres backend's connection
+        if close_store is not None:
+            close_store()

@@ -1,0 +1,347 @@
+"""The knowledge base on the memory's ``postgres`` backend: distilled entries in the fleet's PostgreSQL database.
+
+``PgKnowledgeStore`` has the interface of the file store (teachbot.knowledge.store.KnowledgeStore: add, get,
+list, remove, snapshot, refresh, version, export_jsonl, import_jsonl; the same errors), so the memory node, the
+retriever and ``teachbot memory knowledge`` use either; teachbot.memory.pg_backend.open_knowledge picks it.
+
+Guarantees, as the examples' (teachbot.memory.pg_store):
+
+- an entry is one transaction (its row with a new sequence number under an advisory lock, so sequence numbers
+  only grow at commit): whole or absent whoever dies when; writers in any number of processes lose nothing;
+- an ``add`` of an id holding exactly that entry is a no-op (a retry after a lost answer); another entry under a
+  taken id is a KnowledgeError; a removal is a tombstone, so every robot sees it go;
+- every read catches up with what was committed since the last one (one query by sequence number), so an entry
+  a robot learns is in the others' retrieval at their next use;
+- the database going away is one warning line (teachbot.memory.pg_link): reads serve the entries read before,
+  and ``add`` queues the entry durably in the spool directory (one atomic file each), written by a background
+  retry as soon as the database is back.
+
+Who sees an entry: the fleet (``shared`` 'fleet') or only the robot that learned it ('robot').
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError
+from teachbot.knowledge.store import KnowledgeImportReport, _prepare
+from teachbot.memory.files import QUARANTINE, SUFFIX, file_lock, fsync_dir, quarantine, write_atomic
+from teachbot.memory.pg_link import DatabaseAway, PgLink, ensure_tables
+from teachbot.memory.pg_schema import SHARED_VALUES
+
+log = logging.getLogger(__name__)
+
+WRITE_LOCK = 0x7465616368 + 16  # advisory lock of knowledge writes (the examples' is pg_schema.WRITE_LOCK)
+_VISIBLE = "(shared = 'fleet' OR robot_id = %(robot)s)"
+_DDL = """
+CREATE SEQUENCE IF NOT EXISTS teachbot_knowledge_seq;
+CREATE TABLE IF NOT EXISTS teachbot_knowledge (
+    id text PRIMARY KEY,
+    kind text NOT NULL,
+    entry jsonb NOT NULL,
+    robot_id text NOT NULL,
+    shared text NOT NULL CHECK (shared IN ('fleet', 'robot')),
+    seq bigint NOT NULL,
+    removed boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS teachbot_knowledge_by_seq ON teachbot_knowledge (seq)
+"""
+
+
+def ensure_knowledge_tables(conn: psycopg.Connection) -> None:
+    """The knowledge tables, created when missing."""
+    ensure_tables(conn, "teachbot_knowledge", _DDL)
+
+
+class PgKnowledgeStore:
+    """Knowledge entries in the fleet database, as ``robot_id`` sees them; ``spool_dir`` queues entries while it is away."""
+
+    def __init__(self, dsn: str, spool_dir: str | Path, *, robot_id: str, shared: str = "fleet") -> None:
+        if shared not in SHARED_VALUES:
+            raise KnowledgeError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
+        if not robot_id.strip():
+            raise KnowledgeError("memory.store.robot_id is empty; name this robot (it is every entry's provenance)")
+        self.directory = Path(spool_dir)  # the local part of this store: the queue of entries waiting for the database
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KnowledgeError(f"cannot create the knowledge spool directory {self.directory}: {exc.strerror}; set "
+                                 "memory.store.spool_dir in config/memory.yaml to a writable directory") from None
+        self.robot_id, self.shared = robot_id, shared
+        self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self.refresh, pending=lambda: bool(self._queued))
+        self.where = self.link.where
+        self._lock = threading.RLock()
+        self._entries: dict[str, KnowledgeEntry] = {}  # the visible rows, as last read
+        self._queued: dict[str, KnowledgeEntry] = {e.id: e for e in self._read_spool()}
+        self._last_seq = 0
+        self._version = 0
+        self.refresh()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.directory / QUARANTINE
+
+    def __len__(self) -> int:
+        self.refresh()
+        with self._lock:
+            return len(self._entries.keys() | self._queued.keys())
+
+    def __contains__(self, entry_id: object) -> bool:
+        self.refresh()
+        with self._lock:
+            return entry_id in self._entries or entry_id in self._queued
+
+    def get(self, entry_id: str) -> KnowledgeEntry:
+        """The entry with this id; UnknownEntryError if there is none (for this robot)."""
+        self.refresh()
+        with self._lock:
+            found = self._entries.get(entry_id) or self._queued.get(entry_id)
+        if found is None:
+            raise UnknownEntryError(f"no knowledge entry with id {entry_id!r}; `teachbot memory knowledge list` shows the stored ids")
+        return found
+
+    def list(self, kind: str = "", object: str = "", task: str = "", scope: str = "") -> list[KnowledgeEntry]:  # noqa: A002
+        """Entries oldest first, filtered as KnowledgeStore.list does."""
+        if kind and kind not in KINDS:
+            raise KnowledgeError(f"unknown kind filter {kind!r}; use one of {', '.join(KINDS)}")
+        version, entries = self.snapshot()
+        obj, text = object.casefold(), task.casefold()
+        return [e for e in sorted(entries, key=lambda e: (e.created, e.id)) if (not kind or e.kind == kind)
+                and (not scope or e.scope == scope) and obj in e.object.casefold() and text in e.task.casefold()]
+
+    def snapshot(self) -> tuple[int, list[KnowledgeEntry]]:
+        """``version`` and every entry, consistently (after catching up)."""
+        self.refresh()
+        with self._lock:
+            return self._version, list({**self._queued, **self._entries}.values())
+
+    def refresh(self) -> bool:
+        """Write queued entries, then catch up with what was committed since the last read; True if something
+        changed. While the database is away, nothing changes (and a background retry writes the queue later)."""
+        try:
+            changed = self._flush() if self._queued else False
+            return self.link.run(self._catch_up) or changed
+        except DatabaseAway:
+            if self._queued:
+                self.link.schedule_retry()
+            return False
+
+    # ------------------------------------------------------------------ writing
+    def add(self, entry: KnowledgeEntry) -> str:
+        """Store an entry and return its id (generated when empty; ``provenance.created`` filled when empty).
+
+        Another entry under a taken id raises KnowledgeError; while the database is away the entry is queued.
+        """
+        prepared = _prepare(entry)
+        with self._lock:
+            if prepared.id in self._queued and self._queued[prepared.id] != prepared:
+                raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
+            try:
+                outcome = self.link.run(lambda conn: self._insert(conn, prepared))
+            except DatabaseAway as exc:
+                self._queue(prepared, exc)
+                return prepared.id
+            if outcome == "conflict":
+                raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
+            self._hold(prepared)
+        return prepared.id
+
+    def remove(self, entry_id: str) -> None:
+        """Delete an entry (for every robot that sees it); an unknown id raises UnknownEntryError."""
+        with self._lock:
+            queued = self._queued.pop(entry_id, None)
+            if queued is not None:
+                self._unlink(entry_id)
+                self._version += 1
+            try:
+                found = self.link.run(lambda conn: self._delete(conn, entry_id))
+            except DatabaseAway as exc:
+                if queued is not None:
+                    return  # it never reached the database
+                raise KnowledgeError(self.link.unreachable(exc, f"{entry_id!r} was not removed; try again")) from None
+            if self._entries.pop(entry_id, None) is not None:
+                self._version += 1
+        if not found and queued is None:
+            raise UnknownEntryError(f"no knowledge entry with id {entry_id!r}")
+
+    def export_jsonl(self, path: str | Path, kind: str = "", object: str = "", task: str = "") -> int:  # noqa: A002
+        """Write the matching entries to one JSON Lines file (atomically); returns how many."""
+        entries = self.list(kind=kind, object=object, task=task)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in entries).encode())
+        return len(entries)
+
+    def import_jsonl(self, path: str | Path) -> KnowledgeImportReport:
+        """Add the entries of a JSON Lines export in one transaction: ids already stored are skipped, bad lines reported
+        (``report.errors``) and the good ones imported. KnowledgeError when the database is away."""
+        path = Path(path)
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KnowledgeError(f"cannot read {path}: {exc}") from None
+        report, entries = KnowledgeImportReport(), []
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    entries.append(_prepare(KnowledgeEntry.from_dict(json.loads(line), f"{path}:{number}")))
+                except json.JSONDecodeError as exc:
+                    report.errors.append(f"{path}:{number}: not JSON ({exc.msg})")
+                except KnowledgeError as exc:
+                    report.errors.append(str(exc))
+        outcomes = self.add_batch(entries, f"nothing of {path} was imported; try again")
+        for entry, outcome in zip(entries, outcomes):
+            (report.added if outcome == "added" else report.skipped).append(entry.id)
+        return report
+
+    def add_batch(self, entries: list[KnowledgeEntry], unreachable: str = "nothing was written; try again") -> list[str]:
+        """Entries in ONE transaction: per entry 'added', 'same' (already stored, equal) or 'conflict' (left as it is);
+        an id twice in the batch: its second one is 'same' or 'conflict'. KnowledgeError when the database is away."""
+        prepared = [_prepare(e) for e in entries]
+
+        def insert_all(conn: psycopg.Connection) -> list[str]:
+            with conn.transaction():
+                return [self._insert(conn, e) for e in prepared]
+
+        with self._lock:
+            try:
+                outcomes = self.link.run(insert_all)
+            except DatabaseAway as exc:
+                raise KnowledgeError(self.link.unreachable(exc, unreachable)) from None
+            for entry, outcome in zip(prepared, outcomes):
+                if outcome == "added":
+                    self._hold(entry)
+        return outcomes
+
+    def close(self) -> None:
+        self.link.close()
+
+    # ------------------------------------------------------------------ database
+    def _insert(self, conn: psycopg.Connection, entry: KnowledgeEntry, robot_id: str = "", shared: str = "") -> str:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            row = conn.execute("SELECT entry, removed FROM teachbot_knowledge WHERE id = %s FOR UPDATE", (entry.id,)).fetchone()
+            if row is not None and not row[1]:
+                return "same" if KnowledgeEntry.from_dict(row[0]) == entry else "conflict"
+            conn.execute("INSERT INTO teachbot_knowledge (id, kind, entry, robot_id, shared, seq, removed) VALUES "
+                         "(%s, %s, %s, %s, %s, nextval('teachbot_knowledge_seq'), false) ON CONFLICT (id) DO UPDATE SET "
+                         "kind = excluded.kind, entry = excluded.entry, robot_id = excluded.robot_id, shared = excluded.shared, "
+                         "seq = excluded.seq, removed = false",
+                         (entry.id, entry.kind, json.dumps(entry.to_dict()), robot_id or self.robot_id, shared or self.shared))
+        return "added"
+
+    def _delete(self, conn: psycopg.Connection, entry_id: str) -> bool:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            found = conn.execute(f"UPDATE teachbot_knowledge SET removed = true, seq = nextval('teachbot_knowledge_seq') "
+                                 f"WHERE id = %(id)s AND NOT removed AND {_VISIBLE} RETURNING id",
+                                 {"id": entry_id, "robot": self.robot_id}).fetchone()
+        return found is not None
+
+    def _catch_up(self, conn: psycopg.Connection) -> bool:
+        rows = conn.execute(f"SELECT id, entry, removed, seq FROM teachbot_knowledge WHERE seq > %(seq)s AND {_VISIBLE} "
+                            "ORDER BY seq", {"seq": self._last_seq, "robot": self.robot_id}).fetchall()
+        changed = False
+        with self._lock:
+            for entry_id, data, removed, seq in rows:
+                if removed:
+                    changed = self._entries.pop(entry_id, None) is not None or changed
+                else:
+                    entry = KnowledgeEntry.from_dict(data, f"knowledge entry {entry_id} in the database")
+                    if self._entries.get(entry_id) != entry:
+                        self._entries[entry_id] = entry
+                        changed = True
+                self._last_seq = max(self._last_seq, seq)
+            if changed:
+                self._version += 1
+        return changed
+
+    def _hold(self, entry: KnowledgeEntry) -> None:
+        with self._lock:
+            if self._entries.get(entry.id) != entry:
+                self._entries[entry.id] = entry
+                self._version += 1
+
+    # ------------------------------------------------------------------ the spool
+    def _queue(self, entry: KnowledgeEntry, exc: DatabaseAway) -> None:
+        record = {"entry": entry.to_dict(), "robot_id": self.robot_id, "shared": self.shared}
+        try:
+            with file_lock(self.directory):
+                write_atomic(self.directory / f"{entry.id}{SUFFIX}", (json.dumps(record, ensure_ascii=False) + "\n").encode())
+        except OSError as exc2:
+            raise KnowledgeError(f"cannot queue the knowledge entry {entry.id!r} in {self.directory} while the database is "
+                                 f"unreachable: {exc2.strerror or exc2}; it was not stored") from None
+        with self._lock:
+            self._queued[entry.id] = entry
+            self._version += 1
+        log.info("%s", self.link.unreachable(exc, f"the entry {entry.id!r} is queued in {self.directory} and is written "
+                                                  "when the database is back"))
+        self.link.schedule_retry()
+
+    def _read_spool(self) -> list[KnowledgeEntry]:
+        found = []
+        for name in sorted(os.listdir(self.directory)):
+            if name.startswith(".") or not name.endswith(SUFFIX):
+                continue
+            loaded = self._load_queued(self.directory / name)
+            if loaded is not None:
+                found.append(loaded[0])
+        return found
+
+    def _load_queued(self, path: Path) -> tuple[KnowledgeEntry, str, str] | None:
+        try:
+            record: dict[str, Any] = json.loads(path.read_text())
+            entry = KnowledgeEntry.from_dict(record.get("entry"), str(path))
+            if f"{entry.id}{SUFFIX}" != path.name or record.get("shared") not in SHARED_VALUES:
+                raise KnowledgeError(f"{path}: not a queued entry of this store")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError) as exc:  # KnowledgeError and JSON errors are ValueErrors
+            quarantine(path, self.quarantine_dir, f"unreadable queued entry ({exc})", log, "knowledge spool")
+            return None
+        return entry, str(record.get("robot_id") or self.robot_id), str(record["shared"])
+
+    def _flush(self) -> bool:
+        """Write the queued entries (each its own transaction), deleting each file after its commit."""
+        written = 0
+        with file_lock(self.directory), self._lock:
+            for entry_id in sorted(self._queued, key=lambda i: (self._queued[i].created, i)):
+                loaded = self._load_queued(self.directory / f"{entry_id}{SUFFIX}")
+                if loaded is None:  # written by another process sharing this spool
+                    self._queued.pop(entry_id, None)
+                    continue
+                entry, robot_id, shared = loaded
+                outcome = self.link.run(lambda conn, e=entry, r=robot_id, s=shared: self._insert(conn, e, r, s))
+                if outcome == "conflict":
+                    quarantine(self.directory / f"{entry_id}{SUFFIX}", self.quarantine_dir,
+                               "the database holds another entry under this id", log, "knowledge spool")
+                else:
+                    self._unlink(entry_id)
+                    written += 1
+                    if shared == "fleet" or robot_id == self.robot_id:
+                        self._entries[entry_id] = entry
+                self._queued.pop(entry_id, None)
+                self._version += 1
+        if written:
+            log.info("knowledge store: wrote %d queued entr%s into the database at %s", written,
+                     "y" if written == 1 else "ies", self.where)
+        return written > 0
+
+    def _unlink(self, entry_id: str) -> None:
+        try:
+            (self.directory / f"{entry_id}{SUFFIX}").unlink()
+        except FileNotFoundError:
+            return
+        fsync_dir(self.directory)

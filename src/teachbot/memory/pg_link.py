@@ -1,0 +1,156 @@
+"""One connection to the fleet database for a store that asks it on use (the knowledge base, the task logs).
+
+``PgLink.run(work)`` runs ``work(conn)`` under a lock on a lazily opened connection (autocommit; ``ensure`` creates
+the store's tables on each new connection) and replaces a broken connection once (a restarted server). When the
+database cannot be reached it raises DatabaseAway at once for the next RETRY_MIN_S .. RETRY_MAX_S (a doubling
+backoff), so a robot never waits on a connect timeout at every use; the outage is one warning line, its end one
+more. While ``pending()`` says work waits (queued entries, records not yet copied), a daemon timer calls
+``retry()`` with that backoff until the database takes it: what was queued is written when it is back, used or not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from teachbot.memory.example import MemoryStoreError
+
+log = logging.getLogger(__name__)
+
+RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0
+CONNECT_TIMEOUT_S = 5  # when the DSN names no connect_timeout
+
+
+class DatabaseAway(Exception):
+    """The fleet database could not be reached; ``cause`` is why (psycopg's error, or the last one)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+    def line(self) -> str:
+        """The cause's first line."""
+        text = str(self.cause).strip()
+        return text.splitlines()[0] if text else type(self.cause).__name__
+
+
+def safe_dsn(dsn: str) -> str:
+    """The DSN for log lines and messages: host, port, database and user, never a password."""
+    try:
+        parts = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(an invalid DSN)"
+    return " ".join(f"{key}={parts[key]}" for key in ("host", "port", "dbname", "user") if parts.get(key))
+
+
+class PgLink:
+    """The connection of one store (``what`` names it in log lines); see the module docstring."""
+
+    def __init__(self, dsn: str, what: str, ensure: Callable[[psycopg.Connection], None],
+                 retry: Callable[[], None] | None = None, pending: Callable[[], bool] | None = None) -> None:
+        try:
+            given = conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise MemoryStoreError(f"memory.store.dsn is not a PostgreSQL connection string: {exc}") from None
+        self.dsn, self.where, self.what = dsn, safe_dsn(dsn), what
+        self._options = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT_S}
+        self._ensure, self._retry, self._pending = ensure, retry, pending
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection | None = None
+        self._away: DatabaseAway | None = None  # set during an outage
+        self._next_try = 0.0
+        self._backoff = RETRY_MIN_S
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    @property
+    def online(self) -> bool:
+        """The last contact with the database succeeded (or none was tried yet)."""
+        return self._away is None
+
+    def run(self, work: Callable[[psycopg.Connection], Any]) -> Any:
+        """``work(conn)``; DatabaseAway when the database is unreachable (at once while backing off)."""
+        with self._lock:
+            if self._away is not None and time.monotonic() < self._next_try:
+                raise self._away
+            for attempt in (1, 2):
+                try:
+                    if self._conn is None or self._conn.closed:
+                        self._conn = psycopg.connect(self.dsn, autocommit=True, **self._options)
+                        self._ensure(self._conn)
+                    result = work(self._conn)
+                except psycopg.OperationalError as exc:
+                    if self._conn is not None:
+                        self._conn.close()
+                    self._conn = None
+                    if attempt == 2:
+                        self._went_away(exc)
+                        raise self._away from exc  # type: ignore[misc]
+                    continue
+                if self._away is not None:
+                    self._away = None
+                    self._backoff = RETRY_MIN_S
+                    log.warning("%s: the database at %s is back", self.what, self.where)
+                return result
+        raise AssertionError("unreachable")
+
+    def unreachable(self, exc: DatabaseAway, consequence: str) -> str:
+        """A message line: which database, why, and what happens meanwhile."""
+        return f"{self.what}: the database at {self.where} is unreachable ({exc.line()}); {consequence}"
+
+    def schedule_retry(self) -> None:
+        """Call ``retry()`` after the backoff (once; again and again while ``pending()``)."""
+        with self._lock:
+            if self._closed or self._retry is None or (self._timer is not None and self._timer.is_alive()):
+                return
+            delay = max(self._next_try - time.monotonic(), RETRY_MIN_S)
+            self._timer = threading.Timer(delay, self._retry_now)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _went_away(self, exc: BaseException) -> None:
+        first = self._away is None
+        self._away = DatabaseAway(exc)
+        self._next_try = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, RETRY_MAX_S)
+        if first:
+            log.warning("%s", self.unreachable(self._away, "serving what was read before, queueing new writes; retrying"))
+
+    def _retry_now(self) -> None:
+        with self._lock:
+            self._timer = None  # this timer is done: schedule_retry may start the next one
+        try:
+            if self._retry is not None:
+                self._retry()
+        except Exception:  # noqa: BLE001 - a timer thread must not die silently with work pending
+            log.exception("%s: retrying the database failed", self.what)
+        if self._pending is not None and self._pending():
+            self.schedule_retry()
+
+
+def ensure_tables(conn: psycopg.Connection, table: str, ddl: str) -> None:
+    """Run ``ddl`` (statements split on ';') unless ``table`` exists; concurrent callers serialise on the schema lock."""
+    from teachbot.memory.pg_schema import SCHEMA_LOCK
+
+    if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        for statement in ddl.split(";"):
+            if statement.strip():
+                conn.execute(statement)
