@@ -1,7 +1,8 @@
 """``teachbot memory`` on the postgres backend (issue 16, item 4): ``migrate`` copies a file store into the
 fleet's database and back (idempotent, resumable after the server went away mid-copy, conflicts named, every
-example read back and compared), and list, show, remove, export and import work on the database, through the
-config's backend or ``--dsn``. Debian's server: the commands do not depend on pgvector."""
+example read back and compared; the knowledge entries and task logs too), and list, show, remove, export and
+import work on the database, through the config's backend or ``--dsn``, as do ``memory knowledge`` and ``memory
+tasks`` (another robot's logs with ``--robot``). Debian's server: the commands do not depend on pgvector."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from pg_server import PgServer, pg_debian  # noqa: F401 - the fixture
 from test_pg_store import HashEmbedder, learned, transcript
 
 from teachbot.cli import main
+from teachbot.knowledge import KnowledgeEntry, KnowledgeStore
 from teachbot.memory import InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
 from teachbot.memory.pg_migrate import database_to_files, files_to_database
 from teachbot.memory.pg_store import PgMemoryStore
+from teachbot.taskmemory import ObjectInfo
+from teachbot.taskmemory.log import TaskLogStore
+from teachbot.taskmemory.pg_log import PgTaskLogStore
 
 LESSONS = 23
 
@@ -97,7 +102,7 @@ def test_migrate_resumes_after_the_server_went_away_mid_copy(robot: Callable[...
             pg_debian.stop()
 
     try:
-        with pytest.raises(MemoryStoreError, match="10 of 23 examples are copied; run the migration again"):
+        with pytest.raises(MemoryStoreError, match="10 of 23 learned examples are copied; run the migration again"):
             files_to_database(files, target, lambda: database_of(config), 5, stop_after_two_batches)
     finally:
         pg_debian.start()
@@ -164,3 +169,50 @@ def test_commands_say_when_the_database_is_away(robot: Callable[..., Path], caps
 
 def dsn_name(config: Path) -> str:
     return MemoryConfig.load(config).dsn.split("dbname=")[1].split()[0]
+
+
+def test_migrate_knowledge_and_task_logs_and_their_commands(robot: Callable[..., Path], tmp_path: Path, pg_debian: PgServer,  # noqa: F811
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    files_config, pg_config = robot(), robot("postgres", "pg.yaml")
+    knowledge = KnowledgeStore(tmp_path / "knowledge")
+    knowledge.add(KnowledgeEntry(id="tea", kind="preference", text="The visitor likes green tea."))
+    knowledge.add(KnowledgeEntry(id="drawer", kind="object_state", text="The top drawer is locked.", object="top drawer"))
+    logs = TaskLogStore(tmp_path / "tasks")
+    world = {"apple": ObjectInfo("apple", "red", "table")}
+    logs.begin("sort", "sort the fruits", ["apple"], world)
+    logs.action("sort", "grasp", ("apple",), {}, "'success'", True, world)
+    logs.begin("tidy", "tidy the table", [], world)
+    assert main(["memory", "migrate", "--to", "postgres", "--config", str(files_config), "--no-embeddings"]) == 0
+    out = capsys.readouterr().out
+    assert "2 knowledge entries in" in out and "verified: 2 of 2" in out
+    assert "3 task log records in" in out and "copied 3, already there 0" in out and "verified: 3 of 3" in out
+    database = dsn_name(files_config)
+    assert pg_debian.psql("SELECT string_agg(id, ',' ORDER BY id) FROM teachbot_knowledge", database) == "drawer,tea"
+    assert pg_debian.psql("SELECT count(*) FROM teachbot_task_records WHERE robot_id = 'arm-1'", database) == "3"
+    assert main(["memory", "migrate", "--to", "postgres", "--config", str(files_config), "--no-embeddings"]) == 0
+    assert "copied 0, already there 3" in capsys.readouterr().out  # idempotent for the logs too
+
+    # the knowledge and task commands on the database
+    assert main(["memory", "knowledge", "list", "--config", str(pg_config), "--kind", "preference"]) == 0
+    out = capsys.readouterr().out
+    assert "tea" in out and "drawer" not in out and "knowledge in the database at host=" in out
+    assert main(["memory", "knowledge", "remove", "drawer", "--config", str(pg_config)]) == 0
+    assert pg_debian.psql("SELECT removed FROM teachbot_knowledge WHERE id = 'drawer'", database) == "t"
+    other = PgTaskLogStore(tmp_path / "arm-2-tasks", MemoryConfig.load(pg_config).dsn, robot_id="arm-2")
+    other.begin("wipe", "wipe the counter", [], world)
+    other.close()
+    assert main(["memory", "tasks", "list", "--config", str(pg_config)]) == 0
+    out = capsys.readouterr().out
+    assert "sort" in out and "tidy" in out and "wipe" not in out
+    assert main(["memory", "tasks", "show", "wipe", "--config", str(files_config), "--dsn", MemoryConfig.load(pg_config).dsn,
+                 "--robot", "arm-2"]) == 0
+    assert "asked: wipe the counter" in capsys.readouterr().out
+    assert main(["memory", "tasks", "list", "--config", str(files_config), "--robot", "arm-2"]) == 2
+    assert "--robot reads another robot's task logs" in capsys.readouterr().err
+
+    # and back into new directories: what the fleet's database holds for this robot
+    back = ["--knowledge", str(tmp_path / "kb-back"), "--tasks", str(tmp_path / "tasks-back"), "--memory", str(tmp_path / "ex-back")]
+    assert main(["memory", "migrate", "--to", "files", "--config", str(files_config), *back]) == 0
+    assert [e.id for e in KnowledgeStore(tmp_path / "kb-back").list()] == ["tea"]
+    assert TaskLogStore(tmp_path / "tasks-back").records("sort") == logs.records("sort")
+    assert TaskLogStore(tmp_path / "tasks-back").tasks() == logs.tasks()

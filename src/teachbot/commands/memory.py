@@ -5,7 +5,8 @@
     teachbot memory remove ID [ID ...]
     teachbot memory export FILE [--profile P] [--source seed|learned|all]
     teachbot memory import FILE
-    teachbot memory migrate --to postgres|files [--dsn DSN] [--memory DIR] [--batch N] [--no-embeddings]
+    teachbot memory migrate --to postgres|files [--dsn DSN] [--memory DIR] [--knowledge DIR] [--tasks DIR] [--batch N]
+                            [--no-embeddings]
     teachbot memory knowledge list [--kind K] [--object TEXT] [--task TEXT]
     teachbot memory knowledge show ID
     teachbot memory knowledge remove ID [ID ...]
@@ -18,8 +19,8 @@ teachbot.knowledge.KnowledgeStore: atomic writes under a lock file), or the flee
 (``postgres``, or ``--dsn``; teachbot.memory.pg_store, one transaction per change); ``--memory DIR`` always means a
 file store. Either is safe while memory nodes run; they pick the changes up before their next retrieval (on
 the database at once, through NOTIFY). ``knowledge`` is the distilled knowledge base (short facts learned from
-corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml. ``migrate`` copies the learned
-examples between the file store and the database (teachbot.memory.pg_migrate).
+corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml or in the database. ``migrate`` copies the
+learned examples, the knowledge and the task logs between the files and the database (teachbot.memory.pg_migrate).
 """
 
 from __future__ import annotations
@@ -70,12 +71,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("file", type=Path)
     imp.set_defaults(func=run_import)
 
-    migrate = actions.add_parser("migrate", parents=[common], help="copy learned examples from the files into the "
-                                 "fleet's database, or back (idempotent, resumable, verified)")
+    migrate = actions.add_parser("migrate", parents=[common], help="copy learned examples, knowledge and task logs from "
+                                 "the files into the fleet's database, or back (idempotent, resumable, verified)")
     migrate.add_argument("--to", required=True, choices=("postgres", "files"), help="where the examples go")
     migrate.add_argument("--batch", type=int, default=500, help="examples per transaction into the database (default 500)")
     migrate.add_argument("--no-embeddings", action="store_true",
                          help="do not embed the keys (the robots embed them on first use)")
+    migrate.add_argument("--knowledge", default="", metavar="DIR", help="the file knowledge base (default: store.knowledge_dir)")
+    migrate.add_argument("--tasks", default="", metavar="DIR", help="the task logs' directory (default: store.tasks_dir)")
     migrate.set_defaults(func=run_migrate)
     register_knowledge(actions)
     from teachbot.commands import memory_tasks
@@ -92,7 +95,9 @@ def register_knowledge(actions: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
     common.add_argument("--knowledge", default="", metavar="DIR",
-                        help="directory of the knowledge base (default: store.knowledge_dir of the config)")
+                        help="a file knowledge base: its directory (default: store.knowledge_dir of the config)")
+    common.add_argument("--dsn", default="", help="the fleet's PostgreSQL database (default: store.dsn of the config "
+                        "when its backend is postgres)")
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument("--kind", default="", choices=KINDS, help="only entries of this kind")
     filters.add_argument("--object", default="", help="only entries whose object contains this text")
@@ -212,42 +217,60 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """Copy the learned examples between the file store and the database; exit status 1 unless all are verified."""
-    from teachbot.memory.pg_backend import config_embedder, open_database
-    from teachbot.memory.pg_migrate import database_to_files, files_to_database
+    """Copy the learned examples, the knowledge entries and the task logs between the files and the database;
+    exit status 1 unless everything is verified."""
+    import tempfile
+
+    from teachbot.memory.pg_backend import config_embedder, open_database, open_knowledge
+    from teachbot.memory.pg_migrate import database_to_files, files_to_database, knowledge_to_database, knowledge_to_files, task_logs
 
     config = MemoryConfig.load(args.config or None)
     learned = Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir
+    knowledge_dir = Path(args.knowledge).expanduser().resolve() if args.knowledge else config.knowledge_path
+    tasks_dir = Path(args.tasks).expanduser().resolve() if args.tasks else config.tasks_path
     files = MemoryStore(learned, config.seeds_dir)
     embedder = None if args.no_embeddings or args.to == "files" else config_embedder(config)
     database = open_database(config, args.dsn, listen=False, embedder=embedder)
+    knowledge = open_knowledge(config, dsn=args.dsn or config.dsn)
 
     def progress(done: int, total: int) -> None:
         print(f"  {done} of {total}", file=sys.stderr, flush=True)
 
     try:
         if args.to == "postgres":
-            report = files_to_database(files, database, lambda: open_database(config, args.dsn, listen=False),
-                                       args.batch, progress)
+            reports = [files_to_database(files, database, lambda: open_database(config, args.dsn, listen=False), args.batch, progress),
+                       knowledge_to_database(KnowledgeStore(knowledge_dir), knowledge,
+                                             lambda: open_knowledge(config, dsn=args.dsn or config.dsn), args.batch, progress)]
         else:
-            report = database_to_files(database, files, lambda: MemoryStore(learned, config.seeds_dir), progress)
+            reports = [database_to_files(database, files, lambda: MemoryStore(learned, config.seeds_dir), progress),
+                       knowledge_to_files(knowledge, KnowledgeStore(knowledge_dir), lambda: KnowledgeStore(knowledge_dir), progress)]
+        with tempfile.TemporaryDirectory(prefix="teachbot-migrate-") as scratch:
+            reports.append(task_logs(tasks_dir, args.dsn or config.dsn, config.robot_name, Path(scratch)))
     finally:
         database.close()
-    print(report.summary())
-    if not report.complete:
+        knowledge.close()
+    print("\n\n".join(report.summary() for report in reports))
+    if not all(report.complete for report in reports):
         print("error: the migration is not complete (see above); the source is unchanged", file=sys.stderr)
         return 1
     backend = "postgres" if args.to == "postgres" else "files"
-    print(f"done; the source is unchanged. To use the copy, set memory.store.backend: {backend} in config/memory.yaml")
+    print(f"\ndone; the source is unchanged. To use the copy, set memory.store.backend: {backend} in config/memory.yaml")
     return 0
 
 
 # ------------------------------------------------------------------------------------------ knowledge
-def open_knowledge(args: argparse.Namespace) -> KnowledgeStore:
-    """The knowledge base the config (and --knowledge) name."""
+def open_knowledge(args: argparse.Namespace) -> Any:
+    """The knowledge base the config (and --knowledge, --dsn) name: a KnowledgeStore, or the database's PgKnowledgeStore."""
     if args.knowledge:
         return KnowledgeStore(Path(args.knowledge).expanduser().resolve())
-    return KnowledgeStore(MemoryConfig.load(args.config or None).knowledge_path)
+    from teachbot.memory.pg_backend import open_knowledge as open_configured
+
+    return open_configured(MemoryConfig.load(args.config or None), dsn=args.dsn)
+
+
+def knowledge_where(store: Any) -> str:
+    database = getattr(store, "where", None)
+    return f"the database at {database}" if database else str(store.directory)
 
 
 def format_knowledge_table(entries: list[KnowledgeEntry], width: int | None = 120) -> str:
@@ -262,7 +285,7 @@ def run_knowledge_list(args: argparse.Namespace) -> int:
     entries = store.list(kind=args.kind, object=args.object, task=args.task)
     print(format_knowledge_table(entries, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
     scopes = ", ".join(f"{sum(e.scope == s for e in entries)} {s}" for s in ("always", "task", "object"))
-    print(f"\n{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} ({scopes}); knowledge in {store.directory}")
+    print(f"\n{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} ({scopes}); knowledge in {knowledge_where(store)}")
     return 0
 
 
@@ -314,7 +337,7 @@ def run_knowledge_import(args: argparse.Namespace) -> int:
     store = open_knowledge(args)
     report = store.import_jsonl(args.file)
     added = len(report.added)
-    print(f"imported {added} entr{'y' if added == 1 else 'ies'} into {store.directory}"
+    print(f"imported {added} entr{'y' if added == 1 else 'ies'} into {knowledge_where(store)}"
           + (f"; skipped {len(report.skipped)} already stored: {', '.join(report.skipped)}" if report.skipped else ""))
     for error in report.errors:
         print(f"error: {error}", file=sys.stderr)

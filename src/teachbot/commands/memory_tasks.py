@@ -4,17 +4,22 @@
     teachbot memory tasks show TASK [--actions N]   # its working memory and its newest actions
 
 Reads the per-task logs in ``memory.store.tasks_dir`` of config/memory.yaml directly (appends are atomic
-lines under a lock), so it is safe while a memory node runs. The working memory shown is the
+lines under a lock), so it is safe while a memory node runs. On the postgres backend (or with ``--dsn``) the
+logs are first brought in step with the fleet's database (teachbot.taskmemory.pg_log); ``--robot ID`` shows another
+robot's logs from the database (restored into a temporary directory). The working memory shown is the
 deterministic extractor's (no model is called); where things are comes from the newest logged world.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
+from teachbot.errors import ConfigError
 from teachbot.memory import MemoryConfig
 
 
@@ -26,6 +31,9 @@ def register(actions: argparse._SubParsersAction) -> None:
     common.add_argument("--config", default="", metavar="FILE", help="memory config (default config/memory.yaml)")
     common.add_argument("--tasks", default="", metavar="DIR", help="directory of the task logs (default: store.tasks_dir)")
     common.add_argument("--profile", default="household", help="robot API profile whose task specifications apply")
+    common.add_argument("--dsn", default="", help="the fleet's PostgreSQL database (default: store.dsn of the config "
+                        "when its backend is postgres)")
+    common.add_argument("--robot", default="", help="another robot's logs, from the database (default: this robot's)")
     tactions = tasks.add_subparsers(dest="tasks_action", required=True, metavar="{list,show}")
     tactions.add_parser("list", parents=[common], help="a table of the tasks with a log").set_defaults(func=run_list)
     show = tactions.add_parser("show", parents=[common], help="one task: its working memory and newest actions")
@@ -35,11 +43,23 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, imported lazily
+    from teachbot.memory.pg_backend import open_task_logs
     from teachbot.taskmemory import TaskMemory, TaskMemoryConfig
     from teachbot.taskmemory.log import TaskLogStore
 
-    directory = Path(args.tasks).expanduser().resolve() if args.tasks else MemoryConfig.load(args.config or None).tasks_path
-    store = TaskLogStore(directory)
+    config = MemoryConfig.load(args.config or None)
+    on_database = not args.tasks and (config.backend == "postgres" or bool(args.dsn))
+    if args.robot and not on_database:
+        raise ConfigError("--robot reads another robot's task logs from the fleet's database: give --dsn or use the "
+                          "postgres backend (and no --tasks)")
+    if not on_database:
+        store = TaskLogStore(Path(args.tasks).expanduser().resolve() if args.tasks else config.tasks_path)
+    elif args.robot and args.robot != config.robot_name:  # a copy of another robot's logs, for this command only
+        scratch = tempfile.mkdtemp(prefix="teachbot-tasks-")
+        atexit.register(shutil.rmtree, scratch, True)
+        store = open_task_logs(config, Path(scratch), args.dsn, args.robot)
+    else:
+        store = open_task_logs(config, None, args.dsn)
     newest = {}
     for task in store.tasks():  # "not started" tasks need a world: the newest one logged
         records = store.records(task)
