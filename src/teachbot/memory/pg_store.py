@@ -37,6 +37,7 @@ from psycopg import conninfo
 from teachbot.memory.embedding import Embedder
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError, validate_learned
 from teachbot.memory.files import write_atomic
+from teachbot.memory.pg_link import CONNECT_TIMEOUT_S, safe_dsn
 from teachbot.memory.pg_listen import Listener
 from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
 from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
@@ -45,8 +46,6 @@ from teachbot.memory.store import ImportReport, _prepare, _read_seed
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 5  # when the DSN names no connect_timeout
-
 
 class _Offline(Exception):
     """The database could not be reached (after one reconnect); ``cause`` is psycopg's error."""
@@ -54,15 +53,6 @@ class _Offline(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-def safe_dsn(dsn: str) -> str:
-    """The DSN for log lines and messages: host, port, database and user, never a password."""
-    try:
-        parts = conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "(an invalid DSN)"
-    return " ".join(f"{key}={parts[key]}" for key in ("host", "port", "dbname", "user") if parts.get(key))
 
 
 @dataclass(frozen=True)
