@@ -6,6 +6,7 @@ tasks`` (another robot's logs with ``--robot``). Debian's server: the commands d
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -161,8 +162,10 @@ def test_memory_commands_on_the_database(robot: Callable[..., Path], tmp_path: P
 
 def test_commands_say_when_the_database_is_away(robot: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
     config = robot("postgres", dsn="host=/nonexistent-socket-dir dbname=teachbot user=robot connect_timeout=2")
-    assert main(["memory", "list", "--config", str(config)]) == 2
-    assert "is unreachable" in capsys.readouterr().err
+    for command in (["list"], ["knowledge", "list"], ["tasks", "list"]):
+        started = time.monotonic()
+        assert main(["memory", *command, "--config", str(config)]) == 2, command
+        assert "is unreachable" in capsys.readouterr().err and time.monotonic() - started < 30
     assert main(["memory", "migrate", "--to", "postgres", "--config", str(robot(dsn=" ")), "--no-embeddings"]) == 2
     assert "no database named" in capsys.readouterr().err
 

@@ -231,7 +231,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     files = MemoryStore(learned, config.seeds_dir)
     embedder = None if args.no_embeddings or args.to == "files" else config_embedder(config)
     database = open_database(config, args.dsn, listen=False, embedder=embedder)
-    knowledge = open_knowledge(config, dsn=args.dsn or config.dsn)
+    knowledge = open_knowledge(config, dsn=args.dsn or config.dsn, offline_ok=False)
 
     def progress(done: int, total: int) -> None:
         print(f"  {done} of {total}", file=sys.stderr, flush=True)
@@ -240,7 +240,8 @@ def run_migrate(args: argparse.Namespace) -> int:
         if args.to == "postgres":
             reports = [files_to_database(files, database, lambda: open_database(config, args.dsn, listen=False), args.batch, progress),
                        knowledge_to_database(KnowledgeStore(knowledge_dir), knowledge,
-                                             lambda: open_knowledge(config, dsn=args.dsn or config.dsn), args.batch, progress)]
+                                             lambda: open_knowledge(config, dsn=args.dsn or config.dsn, offline_ok=False),
+                                             args.batch, progress)]
         else:
             reports = [database_to_files(database, files, lambda: MemoryStore(learned, config.seeds_dir), progress),
                        knowledge_to_files(knowledge, KnowledgeStore(knowledge_dir), lambda: KnowledgeStore(knowledge_dir), progress)]
@@ -265,7 +266,7 @@ def open_knowledge(args: argparse.Namespace) -> Any:
         return KnowledgeStore(Path(args.knowledge).expanduser().resolve())
     from teachbot.memory.pg_backend import open_knowledge as open_configured
 
-    return open_configured(MemoryConfig.load(args.config or None), dsn=args.dsn)
+    return open_configured(MemoryConfig.load(args.config or None), dsn=args.dsn, offline_ok=False)
 
 
 def knowledge_where(store: Any) -> str:

@@ -60,6 +60,11 @@ def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, impor
         store = open_task_logs(config, Path(scratch), args.dsn, args.robot)
     else:
         store = open_task_logs(config, None, args.dsn)
+    if on_database and not store.link.online:
+        from teachbot.memory import MemoryStoreError
+
+        store.close()
+        raise MemoryStoreError(f"the task memory's database at {store.where} is unreachable; nothing was read")
     newest = {}
     for task in store.tasks():  # "not started" tasks need a world: the newest one logged
         records = store.records(task)

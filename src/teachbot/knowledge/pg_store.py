@@ -61,9 +61,10 @@ def ensure_knowledge_tables(conn: psycopg.Connection) -> None:
 
 
 class PgKnowledgeStore:
-    """Knowledge entries in the fleet database, as ``robot_id`` sees them; ``spool_dir`` queues entries while it is away."""
+    """Knowledge entries in the fleet database, as ``robot_id`` sees them; ``spool_dir`` queues entries while it is away.
+    ``offline_ok`` False (the ``teachbot memory`` commands): a read while the database is away raises KnowledgeError."""
 
-    def __init__(self, dsn: str, spool_dir: str | Path, *, robot_id: str, shared: str = "fleet") -> None:
+    def __init__(self, dsn: str, spool_dir: str | Path, *, robot_id: str, shared: str = "fleet", offline_ok: bool = True) -> None:
         if shared not in SHARED_VALUES:
             raise KnowledgeError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
@@ -74,7 +75,7 @@ class PgKnowledgeStore:
         except OSError as exc:
             raise KnowledgeError(f"cannot create the knowledge spool directory {self.directory}: {exc.strerror}; set "
                                  "memory.store.spool_dir in config/memory.yaml to a writable directory") from None
-        self.robot_id, self.shared = robot_id, shared
+        self.robot_id, self.shared, self.offline_ok = robot_id, shared, offline_ok
         self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self.refresh, pending=lambda: bool(self._queued))
         self.where = self.link.where
         self._lock = threading.RLock()
@@ -133,9 +134,9 @@ class PgKnowledgeStore:
         try:
             changed = self._flush() if self._queued else False
             return self.link.run(self._catch_up) or changed
-        except DatabaseAway:
-            if self._queued:
-                self.link.schedule_retry()
+        except DatabaseAway as exc:
+            if not self.offline_ok:
+                raise KnowledgeError(self.link.unreachable(exc, "nothing was read")) from None
             return False
 
     # ------------------------------------------------------------------ writing

@@ -49,16 +49,18 @@ def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, e
                          shared=config.scope, embedder=embedder, listen=listen)
 
 
-def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "") -> Any:
+def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "", offline_ok: bool = True) -> Any:
     """The knowledge base on ``config``'s backend: files in ``directory`` (default: the config's knowledge_dir), or
-    the fleet database (``dsn`` overrides the config's; entries queued in ``<spool_dir>/knowledge`` while it is away)."""
+    the fleet database (``dsn`` overrides the config's; entries queued in ``<spool_dir>/knowledge`` while it is away;
+    ``offline_ok`` False: reads raise while it is away, as the commands want)."""
     from teachbot.knowledge.store import KnowledgeStore
 
     if config.backend != "postgres" and not dsn:
         return KnowledgeStore(directory or config.knowledge_path)
     from teachbot.knowledge.pg_store import PgKnowledgeStore
 
-    return PgKnowledgeStore(_dsn(config, dsn), config.spool_path / "knowledge", robot_id=config.robot_name, shared=config.scope)
+    return PgKnowledgeStore(_dsn(config, dsn), config.spool_path / "knowledge", robot_id=config.robot_name, shared=config.scope,
+                            offline_ok=offline_ok)
 
 
 def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> Any:

@@ -1,11 +1,11 @@
 """One connection to the fleet database for a store that asks it on use (the knowledge base, the task logs).
 
 ``PgLink.run(work)`` runs ``work(conn)`` under a lock on a lazily opened connection (autocommit; ``ensure`` creates
-the store's tables on each new connection) and replaces a broken connection once (a restarted server). When the
-database cannot be reached it raises DatabaseAway at once for the next RETRY_MIN_S .. RETRY_MAX_S (a doubling
-backoff), so a robot never waits on a connect timeout at every use; the outage is one warning line, its end one
-more. While ``pending()`` says work waits (queued entries, records not yet copied), a daemon timer calls
-``retry()`` with that backoff until the database takes it: what was queued is written when it is back, used or not.
+the store's tables on each new connection) and replaces a broken connection once (a restarted server). Once the
+database could not be reached, ``run`` raises DatabaseAway at once, never waiting on a connect, and a daemon timer
+tries to reconnect with a doubling backoff (RETRY_MIN_S .. RETRY_MAX_S); the outage is one warning line, its end
+one more. When it is back the timer calls ``retry()`` (the store writes what it queued and catches up), again
+while ``pending()`` says work waits: what was queued is written when the database is back, used or not.
 """
 
 from __future__ import annotations
@@ -74,10 +74,11 @@ class PgLink:
         """The last contact with the database succeeded (or none was tried yet)."""
         return self._away is None
 
-    def run(self, work: Callable[[psycopg.Connection], Any]) -> Any:
-        """``work(conn)``; DatabaseAway when the database is unreachable (at once while backing off)."""
+    def run(self, work: Callable[[psycopg.Connection], Any], *, reconnect: bool = False) -> Any:
+        """``work(conn)``; DatabaseAway when the database is unreachable (at once during an outage: the background
+        timer reconnects; ``reconnect`` True is that timer's own attempt)."""
         with self._lock:
-            if self._away is not None and time.monotonic() < self._next_try:
+            if self._away is not None and not reconnect:
                 raise self._away
             for attempt in (1, 2):
                 try:
@@ -105,9 +106,9 @@ class PgLink:
         return f"{self.what}: the database at {self.where} is unreachable ({exc.line()}); {consequence}"
 
     def schedule_retry(self) -> None:
-        """Call ``retry()`` after the backoff (once; again and again while ``pending()``)."""
+        """Try again after the backoff: reconnect if need be, then ``retry()`` (again and again while ``pending()``)."""
         with self._lock:
-            if self._closed or self._retry is None or (self._timer is not None and self._timer.is_alive()):
+            if self._closed or (self._timer is not None and self._timer.is_alive()):
                 return
             delay = max(self._next_try - time.monotonic(), RETRY_MIN_S)
             self._timer = threading.Timer(delay, self._retry_now)
@@ -130,13 +131,20 @@ class PgLink:
         self._backoff = min(self._backoff * 2, RETRY_MAX_S)
         if first:
             log.warning("%s", self.unreachable(self._away, "serving what was read before, queueing new writes; retrying"))
+        self.schedule_retry()
 
     def _retry_now(self) -> None:
         with self._lock:
             self._timer = None  # this timer is done: schedule_retry may start the next one
         try:
+            self.run(lambda conn: None, reconnect=True)
+        except DatabaseAway:
+            return  # _went_away scheduled the next try
+        try:
             if self._retry is not None:
                 self._retry()
+        except DatabaseAway:
+            return
         except Exception:  # noqa: BLE001 - a timer thread must not die silently with work pending
             log.exception("%s: retrying the database failed", self.what)
         if self._pending is not None and self._pending():
