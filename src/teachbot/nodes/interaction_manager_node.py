@@ -4,7 +4,11 @@ In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml 
      improvement/completions (for the episode's token and cost account), the emergency stop (std_msgs/Bool:
      true cancels the goals in flight and refuses robot calls until false).
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
-     interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session).
+     interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session),
+     interaction/pending_lesson (InteractionExample: the lesson read back to the person while they are asked).
+A dialog/user turn of type ``end`` ends the conversation (the robot's next wait finds nobody). The
+``confirm_lessons`` parameter (config/interaction.yaml; settable at run time) turns confirm-before-store on:
+lessons are stored through memory/add once the person agrees (teachbot.nodes.confirmed_lessons).
 Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's examples and
 memory/retrieve_knowledge for its "What I know" block and learned skill parameters (the same stores read
 in this process when the service does not answer), perception/describe_object for the looks of the
@@ -48,7 +52,9 @@ from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, 
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
+from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
+from teachbot.nodes.confirmed_lessons import ConfirmedLessons
 from teachbot.nodes.raider_ros import IssueDetectionClient
 from teachbot.nodes.skill_client import DONE, GONE, SkillClient, wait_served
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
@@ -139,6 +145,7 @@ class InteractionManagerNode(Node):
         learning = load_yaml(resolve_config("learning")).get("learning", {})
         local = LocalExamples(str(self.get_parameter("memory").value))
         knowledge = self._knowledge(api, cfg, local)
+        self.lessons = ConfirmedLessons(self, bool(cfg.get("confirm_lessons", False)), _call)
         self.core = InteractionCore(
             api, implementations, self.dialog, model, function_model=functions,
             examples=FallbackExamples(self._retrieve, local, self.get_logger().warning),
@@ -146,8 +153,9 @@ class InteractionManagerNode(Node):
             scene_objects=self.list_objects, on_kill=self.skills.cancel_all, on_entry=self._publish_entry,
             limits=SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {})),
             log=self.get_logger().info, prices=self.prices, corrections=corrections, knowledge=knowledge,
-            known_objects=lambda: sorted(self._objects or {}),
+            known_objects=lambda: sorted(self._objects or {}), on_pending_lesson=self.lessons.pending,
         )
+        self.lessons.attach(self.core)
         self._thread = threading.Thread(target=self.core.run, daemon=True, name="console")
         self._thread.start()
         self.get_logger().info(f"interaction manager ready: profile {api.profile}, model {model.name}; "
@@ -253,6 +261,9 @@ class InteractionManagerNode(Node):
 
     # ------------------------------------------------------------------ topics
     def on_user(self, msg: DialogTurn) -> None:
+        if msg.type == "end":  # the person ended the conversation (the page's button, /end in teachbot chat)
+            self.dialog.end_conversation()
+            return
         # a person who speaks while the robot holds something out to them has taken it: let go (the
         # words still reach the console, as the answer to its next wait_for_trigger())
         if self.skills.waiting_on("handover_object_to_human", "handover"):
@@ -346,7 +357,11 @@ class InteractionManagerNode(Node):
         """The core's Learner: improvement/improve with the request's deadline."""
         reply = self._improve(request, timeout, False, "learn_from_interaction() is not available: the improvement node "
                                                        "is not running (ros2 run teachbot improvement)")
-        return LearnReply(bool(reply.stored), str(reply.message))
+        return self.lessons.reply(reply)
+
+    def store(self, lesson: InteractionExample, timeout: float) -> LearnReply:
+        """The core's Learner.store: a lesson the person confirmed, through memory/add."""
+        return self.lessons.store(lesson, timeout)
 
     def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
         """The core's end-of-task distillation: improvement/improve with distill_only."""
@@ -362,7 +377,7 @@ class InteractionManagerNode(Node):
         return _call(self.improve_client, Improve.Request(
             profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
             scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
-            distill_only=distill_only,
+            distill_only=distill_only, **ConfirmedLessons.fields(request),
         ), timeout, "improvement/improve")
 
     def wait_until_idle(self, timeout: float) -> bool:
