@@ -13,6 +13,8 @@ Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's
 memory/retrieve_knowledge for its "What I know" block and learned skill parameters (the same stores read
 in this process when the service does not answer), perception/describe_object for the looks of the
 object at hand, and improvement/improve for learning and for distilling knowledge at the end of a task.
+A node of the stack (perception, memory, improvement, issue_detection) that leaves the ROS graph while a skill
+runs stops the skill with one error line (teachbot.nodes.stack_watchdog; ``watch_nodes`` overrides which).
 Household: the task memory (config/task_memory.yaml) over memory/begin_task, memory/log_task_action and
 memory/query_task_memory (the same store in this process when they do not answer); every acting robot call
 is logged with the world after it, from the object list and the thing states (teachbot.nodes.task_memory_client).
@@ -21,6 +23,7 @@ is logged with the world after it, from the object list and the thing states (te
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -56,7 +59,8 @@ from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.confirmed_lessons import ConfirmedLessons
 from teachbot.nodes.raider_ros import IssueDetectionClient
-from teachbot.nodes.skill_client import DONE, GONE, SkillClient, wait_served
+from teachbot.nodes.skill_client import DONE, GONE, Fault, SkillClient, wait_served
+from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, motion_fault
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
@@ -122,6 +126,8 @@ class InteractionManagerNode(Node):
             self.skills = SkillClient(self)
             implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout, self.estop), self._current_objects,
                                             self.dialog).functions()
+        self.watchdog = StackWatchdog(self, lambda: sorted({h.name for h in self.skills.in_flight()}), self.on_node_left,
+                                      names=cfg.get("watch_nodes", WATCHED))
         # check_action() and the guard before physical functions: the issue_detection node (config/raider.yaml)
         raider = RaiderConfig.load()
         self.issue_client = IssueDetectionClient(self, timeout=raider.time_limit + 10.0)
@@ -280,13 +286,19 @@ class InteractionManagerNode(Node):
         self.get_logger().warning(f"emergency stop on {self.estop.topic}: cancelling the goals in flight")
         self._say(self.estop.announcement)
         # the cancels' answers arrive through this node's executor: never wait for them in its callback
-        threading.Thread(target=self._cancel_goals, daemon=True, name="estop-cancel").start()
+        threading.Thread(target=self._cancel_goals, args=("emergency stop",), daemon=True, name="estop-cancel").start()
 
-    def _cancel_goals(self) -> None:
+    def on_node_left(self, node: str, skills: list[str]) -> None:
+        """The watchdog saw ``node`` leave the graph while ``skills`` ran: stop them, each call raising a StackFault."""
+        self.get_logger().warning(f"the {node} node left the ROS graph while {', '.join(skills)} ran: cancelling the goals in flight")
+        threading.Thread(target=self._cancel_goals, args=(f"{node} node gone", partial(motion_fault, node)), daemon=True,
+                         name="fault-cancel").start()
+
+    def _cancel_goals(self, why: str, fault: Fault | None = None) -> None:
         try:
-            self.skills.cancel_all()
-        except Exception as exc:  # noqa: BLE001 - the skills node halts on the same topic; say what failed here
-            self.get_logger().error(f"emergency stop: cancelling the goals in flight failed: {type(exc).__name__}: {exc}")
+            self.skills.cancel_all(fault=fault)
+        except Exception as exc:  # noqa: BLE001 - the skill call says what became of the arm; log what failed here
+            self.get_logger().error(f"{why}: cancelling the goals in flight failed: {type(exc).__name__}: {exc}")
 
     def on_objects(self, msg: ObjectList) -> None:
         self._objects = {o.name: [o.pose.position.x, o.pose.position.y, o.pose.position.z] for o in msg.objects}
@@ -374,11 +386,15 @@ class InteractionManagerNode(Node):
         if not self.improve_client.service_is_ready():
             raise NotAvailableError(missing)
         sec = int(request.deadline)
-        return _call(self.improve_client, Improve.Request(
-            profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
-            scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
-            distill_only=distill_only, **ConfirmedLessons.fields(request),
-        ), timeout, "improvement/improve")
+        try:
+            return _call(self.improve_client, Improve.Request(
+                profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
+                scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
+                distill_only=distill_only, **ConfirmedLessons.fields(request),
+            ), timeout, "improvement/improve")
+        except ServerGone:  # not the TimeoutError the core words as "took too long"
+            raise call_fault("improvement", "distillation" if distill_only else "learn_from_interaction()",
+                             "it did not finish") from None
 
     def wait_until_idle(self, timeout: float) -> bool:
         """Wait until the console has finished after the person left (the episode's ending included)."""
@@ -394,17 +410,22 @@ class InteractionManagerNode(Node):
         self.core.close()
         self._thread.join(timeout=5.0)
         self.core.shutdown()
+        self.watchdog.close()
         self.skills.close()
         self.issue_client.close()  # an action client left on the node keeps it (and its name) alive on the graph
 
 
+class ServerGone(TimeoutError):
+    """The server of a pending service call left the ROS graph (its node stopped or was killed)."""
+
+
 def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
     """A service call from a non-executor thread, with an overall timeout; a server that leaves the graph
-    while the call waits (its node was killed) fails it within about a second, as a TimeoutError too."""
+    while the call waits (its node was killed) fails it within about a second, as a TimeoutError too (ServerGone)."""
     future = client.call_async(request)
     ended = wait_served(future, timeout, client.service_is_ready)
     if ended == GONE:
-        raise TimeoutError(f"{what} stopped answering: its node is gone from the ROS graph (it stopped or was killed)")
+        raise ServerGone(f"{what} stopped answering: its node is gone from the ROS graph (it stopped or was killed)")
     if ended != DONE:
         raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
     return future.result()

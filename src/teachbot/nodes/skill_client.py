@@ -34,9 +34,13 @@ CANCEL_GRACE = 5.0  # seconds a timed-out call waits for its cancel to be accept
 
 # what a skills node answered to a cancel request
 ACCEPTED, REFUSED, GONE, UNANSWERED = "accepted", "refused", "gone", "unanswered"
-# how a wait on a server ended (wait_served): answered, ran out of time, or the server left the graph
-DONE, TIMEOUT = "done", "timeout"
+# how a wait on a server ended (wait_served): answered, ran out of time, the server left the graph (GONE), or
+# the caller's ``stop`` said to stop waiting (STOPPED)
+DONE, TIMEOUT, STOPPED = "done", "timeout", "stopped"
 GONE_POLL = 0.1  # seconds between checks that the server of a pending call is still on the graph
+
+# what a goal cancelled with a fault raises from call(): built from the skill's name and what became of the motion
+Fault = Callable[[str, str], Exception]
 
 
 @dataclass(eq=False)
@@ -46,6 +50,7 @@ class SkillHandle:
     name: str
     goal_handle: Any
     feedback: list[tuple[str, float]]
+    fault: Fault | None = field(default=None, init=False, repr=False)  # set by cancel_all(fault=...): why it was stopped
     _result: Any = field(default=None, init=False, repr=False)
 
     def cancel(self, timeout: float = 5.0) -> CancelGoal.Response:
@@ -71,9 +76,11 @@ def _wait_done(future: Any, timeout: float) -> bool:
     return future.done() or done.wait(max(0.0, timeout))
 
 
-def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: float = GONE_POLL) -> str:
-    """Wait up to ``timeout`` for ``future`` while its server is on the graph: DONE, TIMEOUT, or GONE when
-    ``ready()`` (the client's server_is_ready/service_is_ready), true at some point, turns false.
+def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: float = GONE_POLL,
+                stop: Callable[[], bool] | None = None) -> str:
+    """Wait up to ``timeout`` for ``future`` while its server is on the graph: DONE, TIMEOUT, GONE when
+    ``ready()`` (the client's server_is_ready/service_is_ready), true at some point, turns false, or STOPPED
+    when ``stop()`` turns true (checked as often as ``ready``).
 
     Fast DDS drops a participant killed with kill -9 after its lease (config/fastdds_localhost.xml,
     about 1 s), so a dead server is noticed within that instead of at the end of ``timeout``.
@@ -83,6 +90,8 @@ def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: fl
     future.add_done_callback(lambda _f: done.set())
     seen = False
     while not (future.done() or done.wait(max(0.0, min(poll, deadline - time.monotonic())))):
+        if stop is not None and stop():
+            return STOPPED
         if ready():
             seen = True
         elif seen:
@@ -198,13 +207,16 @@ class SkillClient:
         Past ``timeout`` (clipped to what is left of the console's robot time, see
         teachbot.console.robot_time) the goal is cancelled, and MotionTimeoutError says whether the skill
         stopped within :attr:`cancel_grace` seconds or the arm may still move. A goal that ended by itself
-        while being cancelled returns its result.
+        while being cancelled returns its result. A goal that :meth:`cancel_all` stopped with a ``fault``
+        raises that fault.
         """
         left = time_left()
         allowed = timeout if left is None or left[0] >= timeout else max(0.0, left[0])
         handle = self._track(self.send(name, **fields))
         future = handle.result_future()
-        ended = wait_served(future, allowed, self._clients[name].server_is_ready)
+        ended = wait_served(future, allowed, self._clients[name].server_is_ready, stop=lambda: handle.fault is not None)
+        if ended == STOPPED or (ended == DONE and handle.fault is not None):
+            return self._faulted(handle, future)
         if ended == DONE:
             return future.result().result.result
         if ended == GONE:  # killed or crashed: its result will never come, and nothing is left to cancel
@@ -232,12 +244,32 @@ class SkillClient:
         clipped = f" (what was left of {left[1]} in config/sandbox.yaml)" if allowed < timeout and left is not None else ""
         raise MotionTimeoutError(f"skill {name} did not finish within {allowed:.3g} s{clipped}; {outcome}")
 
-    def cancel_all(self, timeout: float | None = None) -> list[str]:
+    def _faulted(self, handle: SkillHandle, future: Any) -> SkillResult:
+        """The end of a call whose goal cancel_all() stopped with a fault: its result when the goal ended by itself
+        before the cancel took effect; else the fault, saying whether the skill stopped within :attr:`cancel_grace`."""
+        if future.done() or _wait_done(future, self.cancel_grace):
+            response = future.result()
+            if response.status != GoalStatus.STATUS_CANCELED:
+                return response.result.result
+            outcome = "stopped the arm"
+        else:
+            outcome = f"the skill had not stopped {self.cancel_grace:g} s after its cancel; the arm may still move"
+        raise handle.fault(handle.name, outcome)
+
+    def cancel_all(self, timeout: float | None = None, fault: Fault | None = None) -> list[str]:
         """Cancel every goal of call() still in flight (e.g. when console code is killed); the names of those
         whose cancel the skills node accepted. ControllerError when a cancel was refused or not answered
-        within ``timeout`` (default :attr:`cancel_grace`): the arm may still move, and the message says which goal."""
+        within ``timeout`` (default :attr:`cancel_grace`): the arm may still move, and the message says which goal.
+
+        ``fault``: the reason, as the error each interrupted call() raises instead of returning the cancelled
+        result (``fault(skill, outcome)``; the first reason given for a goal is kept)."""
         timeout = self.cancel_grace if timeout is None else timeout
-        requests = [(handle, handle.goal_handle.cancel_goal_async()) for handle in self.in_flight()]
+        handles = self.in_flight()
+        if fault is not None:
+            with self._active_lock:
+                for handle in handles:
+                    handle.fault = handle.fault or fault
+        requests = [(handle, handle.goal_handle.cancel_goal_async()) for handle in handles]
         deadline = time.monotonic() + timeout
         accepted: list[str] = []
         failed: list[str] = []
