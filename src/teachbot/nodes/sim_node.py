@@ -143,7 +143,12 @@ class SimNode(Node):
                 if now >= due[kind] and wall - wall_last[kind] >= 1.0 / MAX_WALL_PUBLISH_RATE:
                     due[kind] = now + period
                     wall_last[kind] = wall
-                    self._publish(kind, stamp)
+                    try:
+                        self._publish(kind, stamp)
+                    except Exception:  # noqa: BLE001 - Ctrl-C shut the context down before close() stopped us
+                        if not self.context.ok():
+                            return
+                        raise
             rtf = self.rtf
             if rtf > 0:
                 ahead = (now - sim0) / rtf - (time.monotonic() - wall0)
