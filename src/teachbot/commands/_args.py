@@ -92,3 +92,17 @@ def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
                       camera=False if args.no_camera else None, **{
                           "seed": args.seed, "scene_file": str(Path(args.scene).resolve()) if args.scene else ""})
     return {k: v for k, v in values.items() if v is not None and v != ""}
+
+
+def join_robot_domain(args: argparse.Namespace) -> bool:
+    """Take ``--domain-id`` (or the environment's ROS_DOMAIN_ID) as this process's domain: the robot's, as
+    ``teachbot sim`` printed it. False, with the error said, when neither names one."""
+    import os
+    import sys
+
+    if args.domain_id is not None:
+        os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
+    if not os.environ.get("ROS_DOMAIN_ID"):
+        print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
+        return False
+    return True

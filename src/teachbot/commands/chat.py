@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+
+from teachbot.commands._args import join_robot_domain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,10 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Join the robot's domain and chat until the session ends."""
-    if args.domain_id is not None:
-        os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
-    if not os.environ.get("ROS_DOMAIN_ID"):
-        print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
+    if not join_robot_domain(args):
         return 2
     from teachbot.chat import run_chat
     from teachbot.ros_env import configure_loopback

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import threading
+
+from teachbot.commands._args import join_robot_domain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,10 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Join the robot's domain and serve the page until Ctrl-C or SIGTERM."""
-    if args.domain_id is not None:
-        os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
-    if not os.environ.get("ROS_DOMAIN_ID"):
-        print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
+    if not join_robot_domain(args):
         return 2
     import rclpy
     from rclpy.executors import MultiThreadedExecutor

@@ -42,7 +42,7 @@ from teachbot.memory.pg_listen import Listener
 from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
 from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
 from teachbot.memory.pg_spool import Spool, SpooledLesson
-from teachbot.memory.store import ImportReport, _prepare, _read_seed
+from teachbot.memory.store import ImportReport, _prepare, read_seeds
 
 log = logging.getLogger(__name__)
 
@@ -206,16 +206,7 @@ class PgMemoryStore:
 
     def reload_seeds(self) -> None:
         """(Re)read ``<seeds_dir>/<profile>/*.txt``; seeds are read-only files, as in the file store."""
-        seeds: dict[str, InteractionExample] = {}
-        if self.seeds_dir is not None and self.seeds_dir.is_dir():
-            spool = self.spool.directory.resolve()
-            for folder in sorted(p for p in self.seeds_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                if folder.resolve() == spool:
-                    continue
-                for path in sorted(folder.glob("*.txt")):
-                    example = _read_seed(path, folder.name)
-                    if example is not None:
-                        seeds[example.id] = example
+        seeds = read_seeds(self.seeds_dir, skip=self.spool.directory)
         with self._lock:
             if seeds != self._seeds:
                 self._seeds = seeds

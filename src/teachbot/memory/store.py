@@ -165,16 +165,7 @@ class MemoryStore:
 
     def reload_seeds(self) -> None:
         """(Re)read ``<seeds_dir>/<profile>/*.txt``; seeds are read-only here."""
-        seeds: dict[str, InteractionExample] = {}
-        if self.seeds_dir is not None and self.seeds_dir.is_dir():
-            learned = self.learned_dir.resolve()
-            for folder in sorted(p for p in self.seeds_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                if folder.resolve() == learned:
-                    continue
-                for path in sorted(folder.glob("*.txt")):
-                    example = _read_seed(path, folder.name)
-                    if example is not None:
-                        seeds[example.id] = example
+        seeds = read_seeds(self.seeds_dir, skip=self.learned_dir)
         with self._lock:
             if seeds != self._seeds:
                 self._seeds = seeds
@@ -546,6 +537,23 @@ def _prepare(example: InteractionExample) -> InteractionExample:
         source=example.source or LEARNED,
         created=example.created or utc_now_iso(),
     ).with_derived_instructions()
+
+
+def read_seeds(seeds_dir: Path | None, skip: Path) -> dict[str, InteractionExample]:
+    """The seed examples ``<seeds_dir>/<profile>/*.txt`` by id; ``skip`` is a store's own folder (learned
+    examples or a spool) that may lie among the profiles' folders."""
+    seeds: dict[str, InteractionExample] = {}
+    if seeds_dir is None or not seeds_dir.is_dir():
+        return seeds
+    own = skip.resolve()
+    for folder in sorted(p for p in seeds_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if folder.resolve() == own:
+            continue
+        for path in sorted(folder.glob("*.txt")):
+            example = _read_seed(path, folder.name)
+            if example is not None:
+                seeds[example.id] = example
+    return seeds
 
 
 def _read_seed(path: Path, profile: str) -> InteractionExample | None:
