@@ -86,6 +86,10 @@ def node_command(executable: str, module: str, params: dict[str, Any] | None = N
 
 SIM_MODULE = ("sim", "teachbot.nodes.sim_node")
 SKILLS_MODULE = ("skills", "teachbot.nodes.skills_node")
+# The arm the skills node needs: every skill, the no-op wait too, reads the joint states before it runs. The
+# sim node as a robot's driver runs, beside the stack in a process of its own: in real time, the arm at rest,
+# joint states at 100 Hz, no camera.
+ARM_PARAMS = {"real_time_factor": 1.0, "camera_enabled": False}
 
 
 def spawn(cmd: Sequence[str], name: str) -> subprocess.Popen:
@@ -102,6 +106,26 @@ def spawn(cmd: Sequence[str], name: str) -> subprocess.Popen:
 
 def spawn_node(which: tuple[str, str], params: dict[str, Any] | None = None) -> subprocess.Popen:
     return spawn(node_command(which[0], which[1], params), which[0])
+
+
+def spawn_arm() -> subprocess.Popen:
+    """The sim node with :data:`ARM_PARAMS` in a child process: joint states for a skills node that has no arm
+    (:func:`wait_for_arm` waits until they reach it)."""
+    return spawn_node(SIM_MODULE, ARM_PARAMS)
+
+
+def wait_for_arm(client: Any, timeout: float) -> None:
+    """Until the no-op skill succeeds through ``client`` (a SkillClient): the sim answers and the skills node has
+    the arm's joint states. Before them a skill fails (no joint states), or meets the skills busy with a probe."""
+    deadline = time.monotonic() + timeout
+    client.wait_ready(timeout, sim=True)
+    while True:
+        result = client.call("wait", timeout=max(1.0, deadline - time.monotonic()), duration=0.0)
+        if result.success:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the skills node has no arm after {timeout:.0f} s: {result.message}")
+        time.sleep(0.1)
 
 
 def stop(proc: subprocess.Popen, grace: float = 5.0) -> int | None:

@@ -8,6 +8,9 @@
   separate_processes  skills node in a child process (its own main(): MultiThreadedExecutor, 4 threads),
                       client in this process spun like SkillClient.spin_in_background()
 
+In both the arm is the sim node in a child process, as a robot's driver runs beside the stack (real time, the
+arm at rest, camera off): every skill, the no-op wait too, reads the arm's joint states before it runs.
+
 Each call is split in two phases: accept (send_goal_async -> goal accepted, what SkillClient.send
 waits for) and result (get_result_async -> result). ``cpu_ms_per_call`` is this process's CPU time
 per call: close to the wall time means the round trip is bound by Python work, not by waiting.
@@ -91,29 +94,38 @@ def action_client_send(action_client, goal_type):
 def in_process(runs: int) -> dict:
     from teachbot.nodes.stack import InProcessStack
 
+    arm = C.spawn_arm()
     stack = InProcessStack(sim=False)
     try:
-        client = stack.start(wait=READY_TIMEOUT)
+        try:
+            client = stack.start(wait=READY_TIMEOUT)
+            C.wait_for_arm(client, READY_TIMEOUT)
+        except Exception:
+            C.check_alive(arm)
+            raise
         return measure(skill_client_send(client), runs)
     finally:
         C.stop_stack(stack)
+        C.stop(arm)
 
 
 def separate_processes(runs: int, client_executor: str = "multi") -> dict:
+    arm = C.spawn_arm()
     skills = C.spawn_node(C.SKILLS_MODULE)
     session = None
     try:
         session = C.ClientSession("bench_action_overhead", executor=client_executor)
         try:
-            session.client.wait_ready(READY_TIMEOUT, sim=False)
+            C.wait_for_arm(session.client, READY_TIMEOUT)
         except Exception:
-            C.check_alive(skills)
+            C.check_alive(skills, arm)
             raise
         return measure(skill_client_send(session.client), runs)
     finally:
         if session is not None:
             session.close()
         C.stop(skills)
+        C.stop(arm)
 
 
 # ------------------------------------------------------------------ diagnostic variants (child processes)
@@ -141,6 +153,7 @@ def composed(runs: int, executor: str, server: str, result_timeout: float | None
         action_server.ActionServer.__init__ = patched
     rclpy.init()
     if server == "teachbot":
+        C.spawn_arm()  # stopped by the variant's C.stop_all()
         server_node = SkillsNode("panda_sim")
     else:  # one bare action server, nothing else: the rclpy floor
         server_node = rclpy.create_node("bare_server")
@@ -152,7 +165,7 @@ def composed(runs: int, executor: str, server: str, result_timeout: float | None
     client_node = rclpy.create_node("bench_client")
     if server == "teachbot":
         client = SkillClient(client_node)
-        send, ready = skill_client_send(client), lambda: client.wait_ready(READY_TIMEOUT, sim=False)
+        send, ready = skill_client_send(client), lambda: C.wait_for_arm(client, READY_TIMEOUT)
     else:
         action_client = ActionClient(client_node, Wait, "skills/wait")
         send, ready = action_client_send(action_client, Wait.Goal), lambda: action_client.wait_for_server(READY_TIMEOUT)
