@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -223,6 +225,42 @@ def test_run_tests_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "collected no tests" in result.stderr
+
+
+def _run_tests_script(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TEACHBOT_SKIP_LINT": "1", "VENV": str(Path(sys.prefix)), "TEACHBOT_TEST_WORKERS": "1"}
+    return subprocess.run(
+        [str(ROOT / "tools" / "run_tests.sh"), *args, "-p", "no:cacheprovider"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def test_run_tests_stress_mode_repeats_with_busy_processes_and_stops_them(tmp_path: Path) -> None:
+    """--stress N --repeat K: K rounds with N spinning processes beside them, all stopped at the end."""
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert 1 + 1 == 2\n", encoding="utf-8")
+    result = _run_tests_script("--stress", "2", "--repeat", "2", str(tmp_path / "test_ok.py"))
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "round 1: exit 0" in out and "round 2: exit 0" in out and "(stress 2)" in out
+    pids = [int(p) for p in re.search(r"busy processes beside the suite \(pids ([0-9 ]+)\)", out).group(1).split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10.0  # SIGTERM sent on the way out; give them a moment to go
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "busy processes left spinning"
+
+
+def test_run_tests_repeat_stops_at_the_first_failing_round(tmp_path: Path) -> None:
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert 1 + 1 == 3\n", encoding="utf-8")
+    result = _run_tests_script("--repeat", "3", str(tmp_path / "test_bad.py"))
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "round 1: exit 1" in out and "round 2" not in out.split("round 1: exit 1")[1]
+
+
+def test_run_tests_rejects_a_stress_level_that_is_not_a_number() -> None:
+    result = _run_tests_script("--stress", "lots", "test/test_packaging.py")
+    assert result.returncode == 2 and "whole numbers" in result.stderr
 
 
 def test_compose_services_stay_off_host_network_and_use_known_launch_arguments() -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build teachbot_interfaces (rosidl: C, C++ and Python type support) against the PyPI ROS 2 wheels
-# in a venv and install it into that venv. Called by `make setup`; safe to rerun.
+# Build teachbot_interfaces (rosidl: the C and Python type supports that rclpy loads; no C++, see
+# TEACHBOT_INTERFACES_PYTHON_ONLY in its CMakeLists.txt) against the PyPI ROS 2 wheels in a venv and
+# install it into that venv. Called by `make setup`; safe to rerun.
 #
 #   tools/build_interfaces.sh [--skip-if-abi-unchanged]
 #   env: VENV (default .venv), BUILD_DIR (default $VENV/build/teachbot_interfaces), JOBS (nproc)
@@ -42,7 +43,8 @@ export PATH="$VENV/bin:$PATH"
 unset MAKEFLAGS MFLAGS MAKELEVEL
 cmake -S "$SRC" -B "$BUILD_DIR" \
   -DCMAKE_PREFIX_PATH="$VENV" -DCMAKE_INSTALL_PREFIX="$VENV" \
-  -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF -DCMAKE_INSTALL_MESSAGE=LAZY
+  -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF -DCMAKE_INSTALL_MESSAGE=LAZY \
+  -DTEACHBOT_INTERFACES_PYTHON_ONLY=ON
 cmake --build "$BUILD_DIR" --parallel "$JOBS"
 cmake --install "$BUILD_DIR"
 "$VENV/bin/python" -c "from teachbot_interfaces.action import Pick; from teachbot_interfaces.msg import ObjectList"
