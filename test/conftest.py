@@ -104,5 +104,21 @@ def sim_camera(stack):
 
 def pytest_configure(config):
     """Markers of this suite: ``slow`` runs (e.g. 50 expert scenes per template) are opt-in."""
-    config.addinivalue_line("markers", "slow: long runs (50 expert scenes per template); select with -m slow "
+    config.addinivalue_line("markers", "slow: long runs (50 expert scenes per template, more repetitions of a "
+                                       "scenario make test covers once); select with make test-slow, -m slow "
                                        "or TEACHBOT_SLOW_TESTS=1")
+
+
+def slow_tests_selected(config) -> bool:
+    """Whether this run asked for the opt-in ``slow`` tests (``-m slow`` or TEACHBOT_SLOW_TESTS=1)."""
+    return "slow" in (config.option.markexpr or "") or os.environ.get("TEACHBOT_SLOW_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the ``slow`` tests unless asked for, before their fixtures start a stack or a world."""
+    if slow_tests_selected(config):
+        return
+    skip = pytest.mark.skip(reason="opt-in slow test: run make test-slow (or -m slow, TEACHBOT_SLOW_TESTS=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
