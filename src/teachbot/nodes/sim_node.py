@@ -132,12 +132,19 @@ class SimNode(Node):
         wall_last = {k: 0.0 for k in self.periods}
         # pacing and publication periods run on the world's own time; the stamps add jump_clock's offset
         wall0, sim0 = time.monotonic(), self.world.sim_time
+        last = sim0
         while self._running:
             with self.lock:
                 self.world.step(1)
                 now, stamp = self.world.sim_time, self.sim_time()
-            if now < sim0:  # a reset rewound the clock
-                wall0, sim0, due = time.monotonic(), now, {k: 0.0 for k in self.periods}
+            # more or less than one step since the last: a reset moved the clock (back to zero, then on by the
+            # settling steps). Pacing starts again from here; measured from before, a sim reset some seconds
+            # after the start would run flat out until simulated time had caught up with those seconds
+            if not 0.0 < now - last < 1.5 * self.world.time_step:
+                wall0, sim0 = time.monotonic(), now
+                if now < last:
+                    due = {k: 0.0 for k in self.periods}
+            last = now
             wall = time.monotonic()
             for kind, period in self.periods.items():
                 if now >= due[kind] and wall - wall_last[kind] >= 1.0 / MAX_WALL_PUBLISH_RATE:
