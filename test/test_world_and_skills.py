@@ -157,8 +157,9 @@ def test_motion_allowance_counts_a_rewound_clock_as_no_time():
         def now(self) -> float:
             return self.t
 
-    arm = Clock()
-    deadline = ArmDeadline(arm, 1.0)  # type: ignore[arg-type]
+    arm, wall = Clock(), Clock()
+    wall.t = 0.0
+    deadline = ArmDeadline(arm, 1.0, wall=wall.now)  # type: ignore[arg-type]
     arm.t = 100.5
     assert deadline.elapsed() == pytest.approx(0.5)
     arm.t = 0.0  # reset
@@ -166,4 +167,6 @@ def test_motion_allowance_counts_a_rewound_clock_as_no_time():
     arm.t = 0.4
     assert deadline.elapsed() == pytest.approx(0.9) and not deadline.expired()
     arm.t = 0.6
+    assert not deadline.expired()  # 1.1 s of arm time, but the allowance must pass on the wall too
+    wall.t = 1.05
     assert deadline.expired()

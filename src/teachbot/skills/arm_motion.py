@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,8 +24,8 @@ from teachbot.skills.planning import PathPlanner
 GRIPPER_STILL_TIME = 0.06  # seconds of arm time without finger motion that count as stopped
 CONTACT_STILL_TIME = 0.15  # seconds of arm time without joint motion that end a guarded move in contact
 CONTACT_MAX_ERROR = 0.15  # rad: a guarded move that stops this close to its goal stopped on contact
-# a wait also gives up after this many times its allowance in wall seconds, so a frozen simulator or
-# driver (whose clock stops) cannot hang a skill; a slow but running one gets its full arm-time allowance
+# a wait also gives up once the arm's clock has not moved on for this many times its allowance in wall
+# seconds, so a frozen simulator or driver cannot hang a skill; a slow but running one gets its full allowance
 WALL_BACKSTOP_FACTOR = 4.0
 SWEEP_CLEARANCE = 0.05  # metres between a swinging gripper (or what it holds) and the highest object
 
@@ -32,24 +33,37 @@ SWEEP_CLEARANCE = 0.05  # metres between a swinging gripper (or what it holds) a
 class ArmDeadline:
     """A time allowance measured on the arm's clock (simulated time may run faster or slower than
     the wall), with a wall-clock backstop for a clock that has stopped. A clock that jumps back (a
-    simulator reset rewinds it to zero) counts as no time passing, never as negative time."""
+    simulator reset rewinds it to zero) counts as no time passing, never as negative time.
 
-    def __init__(self, arm: ArmInterface, seconds: float) -> None:
+    It expires once the allowance has passed on the arm's clock *and* on the wall: a simulator that runs
+    slower than the wall (a loaded machine) gets its full simulated allowance, and one that runs faster
+    (``real_time_factor`` above 1, or 0) does not spend the allowance while the command is still on its way
+    to it (a message that waits 1 s for a busy executor is 4 simulated seconds at 4x). A real arm's clock
+    is the wall's, so for it this is the allowance as it reads. The backstop counts only wall time during
+    which the arm's clock stood still (or went back): a slow clock is not a stopped one."""
+
+    def __init__(self, arm: ArmInterface, seconds: float, wall: Callable[[], float] = time.monotonic) -> None:
         self._arm = arm
         self._seconds = seconds
+        self._wall = wall
         self._last = arm.now()
         self._elapsed = 0.0
-        self._wall_end = time.monotonic() + WALL_BACKSTOP_FACTOR * seconds
+        self._wall_start = self._wall_moved = wall()
 
     def elapsed(self) -> float:
         """Arm-clock seconds since the allowance started."""
         now = self._arm.now()
-        self._elapsed += max(0.0, now - self._last)
+        if now > self._last:
+            self._elapsed += now - self._last
+            self._wall_moved = self._wall()
         self._last = now
         return self._elapsed
 
     def expired(self) -> bool:
-        return self.elapsed() > self._seconds or time.monotonic() > self._wall_end
+        elapsed, wall = self.elapsed(), self._wall()
+        if elapsed > self._seconds and wall - self._wall_start > self._seconds:
+            return True
+        return wall - self._wall_moved > WALL_BACKSTOP_FACTOR * self._seconds
 
 
 class ArmMotion:

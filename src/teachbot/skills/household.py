@@ -32,6 +32,7 @@ from teachbot.errors import (
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
 from teachbot.sim.household_objects import StateError
+from teachbot.skills.arm_motion import ArmDeadline
 from teachbot.skills.household_containers import apart, container_spot, hand_blockers, hand_outline, takes
 from teachbot.skills.household_gestures import point_at
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
@@ -215,12 +216,13 @@ class HouseholdSkills(SkillLibrary):
         self._stow()
         self._stage("drive", 0.2)
         self.base.send_path(path)
-        deadline = time.monotonic() + 4 * path.duration + 10.0
+        # on the arm's clock (the base runs on the same simulated or robot time), with ArmDeadline's wall backstop
+        deadline = ArmDeadline(self.arm, 4 * path.duration + 10.0)
         start = self.arm.now()
         while self.arm.now() - start < path.duration or self.base.moving():
             self._cancel.check()
             self.arm.sleep(0.02)
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 self.base.stop()
                 raise MotionTimeoutError(f"the base did not reach {location!r} in time; check the base driver, then retry")
         self._plan_around_furniture()
@@ -434,13 +436,11 @@ class HouseholdSkills(SkillLibrary):
         self._stage("pull" if open_ else "push", 0.5)
         self.view.drive_articulation(thing, open_, fraction)
         self._stow()
-        deadline, start = time.monotonic() + 20.0, self.arm.now()
-        while self.arm.now() - start < 8.0:
+        deadline = ArmDeadline(self.arm, 8.0)  # 8 s of the arm's (simulated) time for the door to swing
+        while not deadline.expired():
             opening = self.view.opening(thing)
             if (opening > fraction - 0.05) if open_ else (opening < 0.05):
                 return {}
-            if time.monotonic() > deadline:
-                break
             self.arm.sleep(0.05)
         raise MotionTimeoutError(f"the {thing} did not {'open' if open_ else 'close'} fully; check for something in the way, then retry")
 
