@@ -32,7 +32,7 @@ def _overhead_run(record: bool, steps: int, workdir: str) -> list[float]:
     from teachbot.recording.console_stack import ConsoleStack, run_conversation
     from teachbot.recording.scripted_sessions import SCENE
 
-    statements = ["wait_for_trigger()", *(f"x = {i}" for i in range(steps)), "wait_for_trigger()"]
+    statements = [*(f"x = {i}" for i in range(steps)), "wait_for_trigger()"]  # the console opens with a wait itself
     spec = SessionSpec(scene_yaml=SCENE, memory=False, interaction={"dialog_timeout": 60.0, "session": {"max_rounds": steps + 10}})
     console = ConsoleStack(spec, interaction_model=ScriptedModel(statements), function_model=ScriptedModel([]), real_time_factor=0.0)
     stamps: list[float] = []
