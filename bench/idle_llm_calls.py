@@ -3,12 +3,18 @@
 
 The interaction manager node (real openai client, streaming) runs against a fake OpenAI-compatible
 endpoint on loopback, with a short dialog timeout so that the console's own wait_for_trigger() times
-out and waits again many times. Three phases of ``--seconds`` each (default 60):
+out and waits again many times. Three phases, each with ``--seconds`` of silence (default 60):
 
 1. healthy endpoint, nobody talks: LLM requests counted (goal 0);
-2. endpoint failing (HTTP 500 on every request), one utterance, then nobody talks: requests (goal: the
-   one call and its 2 retries, 3, nothing after the robot's message) and the robot's messages (goal 1);
-3. endpoint gone (its port closed), one utterance, then nobody talks: robot messages (goal 1).
+2. endpoint failing (HTTP 500 on every request), one utterance, the robot's answer, then nobody talks:
+   requests (goal: the one call and its 2 retries, 3, nothing after the robot's message) and the robot's
+   messages (goal 1);
+3. endpoint gone (its port closed), one utterance, the robot's answer, then nobody talks: robot messages (goal 1).
+
+Each phase starts once the console is ready (its first ``wait_for_trigger()`` on interaction/transcript; before
+it the console opens the example store and loads the embedding model, a minute on a loaded machine), and the
+silence after an utterance is counted from the robot's first message, so a short --seconds still sees the whole
+exchange. No console within 180 s, or no answer within 120 s, ends the phase.
 
 Usage: python bench/idle_llm_calls.py [--seconds 60]
 """
@@ -20,11 +26,23 @@ import importlib.util
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import _common as C
 
 C.setup()
+
+READY_TIMEOUT = 180.0  # seconds for the console to be ready (the example store opened, its model loaded)
+ANSWER_TIMEOUT = 120.0  # seconds from the utterance to the robot's first message
+
+
+def wait_for(predicate: Callable[[], object], timeout: float) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` seconds passed; whether it holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(predicate())
 
 
 def load_fake_server() -> Any:
@@ -46,11 +64,11 @@ def closed_port_url() -> str:
 def phase(base_url: str, seconds: float, speak: str | None, namespace: str) -> dict[str, Any]:
     """One interaction manager against ``base_url``; returns what the robot said and when."""
     from rclpy.executors import SingleThreadedExecutor
-    from teachbot_interfaces.msg import DialogTurn
+    from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
 
     from teachbot.llm.factory import model_from_config
     from teachbot.llm.scripted import ScriptedModel
-    from teachbot.nodes.common import COMMAND_QOS
+    from teachbot.nodes.common import COMMAND_QOS, TRANSCRIPT_QOS
     from teachbot.nodes.interaction_manager_node import InteractionManagerNode
 
     raw = {"llm": {"defaults": {"backend": "openai", "base_url": base_url, "model": "fake", "retries": 2,
@@ -59,14 +77,18 @@ def phase(base_url: str, seconds: float, speak: str | None, namespace: str) -> d
                                   namespace=namespace, dialog_timeout=0.5, objects_topic=f"{namespace}/objects")
     heard: list[tuple[float, str]] = []
     node.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append((time.monotonic(), m.text)), COMMAND_QOS)
+    transcript: list[str] = []
+    node.create_subscription(TranscriptUpdate, "interaction/transcript", lambda m: transcript.extend(m.lines), TRANSCRIPT_QOS)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     try:
+        if not wait_for(lambda: transcript, READY_TIMEOUT):
+            C.say(f"  {namespace}: the console was not ready after {READY_TIMEOUT:g} s")
         if speak:
-            time.sleep(0.5)
             node.dialog.put_user(speak)
+            wait_for(lambda: heard, ANSWER_TIMEOUT)
         time.sleep(seconds)
     finally:
         node.close()
@@ -78,7 +100,7 @@ def phase(base_url: str, seconds: float, speak: str | None, namespace: str) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase (default 60)")
     args = parser.parse_args()
     import rclpy
 
@@ -95,21 +117,21 @@ def main() -> None:
             result = phase(server.base_url, args.seconds, "put the red block in the blue bowl", "/failing")
             after = len(server.requests)  # one call and its 2 retries at most: nothing after the robot's message
         failing_messages = len(result["heard"])
-        C.say(f"failing endpoint (HTTP 500), one utterance, then {args.seconds:g} s of silence: {after} requests "
+        C.say(f"failing endpoint (HTTP 500), one utterance, its answer, then {args.seconds:g} s of silence: {after} requests "
               f"(one call with its retries), {failing_messages} robot message(s): {[m for _, m in result['heard']]}")
 
         result = phase(closed_port_url(), args.seconds, "put the red block in the blue bowl", "/gone")
         gone_messages = len(result["heard"])
-        C.say(f"endpoint gone (port closed), one utterance, then {args.seconds:g} s of silence: "
+        C.say(f"endpoint gone (port closed), one utterance, its answer, then {args.seconds:g} s of silence: "
               f"{gone_messages} robot message(s): {[m for _, m in result['heard']]}")
     finally:
         rclpy.shutdown()
     C.emit({
-        "bench": "idle_llm_calls", "seconds": args.seconds,
+        "benchmark": "idle_llm_calls", "seconds": args.seconds,
         "healthy_idle_requests": healthy, "goal_healthy_idle_requests": 0,
         "failing_requests_total": after, "goal_failing_requests_total": 3,
         "failing_robot_messages": failing_messages, "gone_robot_messages": gone_messages, "goal_robot_messages": 1,
-        "ok": healthy == 0 and failing_messages == 1 and gone_messages == 1 and after <= 3,
+        "meets_goal": healthy == 0 and failing_messages == 1 and gone_messages == 1 and after <= 3,
         "machine": C.machine(),
     })
 
