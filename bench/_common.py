@@ -6,6 +6,10 @@ Import this module before anything from teachbot or rclpy:
 
     import _common as C
     C.setup()          # teachbot importable, loopback DDS configured (before rclpy is imported)
+
+Every benchmark takes ``--smoke``: its tiny mode (a few repetitions, small sizes, given as values of its own
+flags to :func:`parser`), which runs in seconds and only shows that the benchmark still works end to end;
+test/test_bench_smoke.py runs each one so. Its JSON line then says ``"smoke": true``: its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ SRC = REPO / "src"
 
 _children: list[subprocess.Popen] = []
 _logs: list[Path] = []
+_smoke = False  # set by BenchParser.parse_args when --smoke is given; emit() marks the JSON line
 
 
 # ------------------------------------------------------------------ environment
@@ -62,10 +67,43 @@ def _raise_exit(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def parser(description: str, runs: int) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--runs", type=int, default=runs, help=f"repetitions (default {runs})")
+SMOKE_HELP = "tiny mode: a few repetitions at small sizes, seconds in all; checks the benchmark runs, its figures mean nothing"
+
+
+class BenchParser(argparse.ArgumentParser):
+    """An ArgumentParser with ``--smoke``: ``smoke`` maps the benchmark's own options (their dest names) to their
+    tiny values, which replace the defaults when --smoke is given; options given on the command line still win."""
+
+    def __init__(self, *args: Any, smoke: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.smoke_values = dict(smoke)
+        self.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        global _smoke
+        parsed = super().parse_args(args, namespace)
+        if parsed.smoke:
+            unknown = sorted(set(self.smoke_values) - set(vars(parsed)))
+            if unknown:
+                raise TypeError(f"tiny values for options this benchmark does not have: {', '.join(unknown)}")
+            self.set_defaults(**self.smoke_values)
+            parsed = super().parse_args(args, namespace)
+            _smoke = True
+        return parsed
+
+
+def parser(description: str, runs: int | None, smoke: Mapping[str, Any]) -> BenchParser:
+    """The benchmark's argument parser: ``--runs`` (unless ``runs`` is None) and ``--smoke`` with the tiny values
+    ``smoke`` of its options (dest names, e.g. ``{"runs": 3, "sizes": [100]}``)."""
+    p = BenchParser(description=description, smoke=smoke)
+    if runs is not None:
+        p.add_argument("--runs", type=int, default=runs, help=f"repetitions (default {runs})")
     return p
+
+
+def smoke() -> bool:
+    """True when this run is the benchmark's tiny mode (--smoke)."""
+    return _smoke
 
 
 # ------------------------------------------------------------------ child processes
@@ -253,8 +291,11 @@ def goal_fields(value: float | None, goal: float, lower_is_better: bool = True) 
 
 
 def emit(result: dict[str, Any]) -> None:
-    """The final line: one JSON object."""
+    """The final line: one JSON object (``"smoke": true`` first in it in the tiny mode)."""
     import gc
+
+    if _smoke:
+        result = {"smoke": True, **result}
 
     gc.collect()  # rclpy futures print their unretrieved exceptions when collected: do it before the JSON
     sys.stdout.flush()

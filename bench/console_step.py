@@ -9,7 +9,7 @@ The skills node and the client run in this process (InProcessStack without the s
 in a child process, as a robot's driver runs beside the stack (real time, the arm at rest, camera off): every
 skill, the no-op wait too, reads the arm's joint states before it runs, so a stack without one cannot answer.
 
-Usage: python bench/console_step.py [--runs 300]
+Usage: python bench/console_step.py [--runs 300] [--smoke]
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ C.setup()
 GOAL_MEDIAN_MS = 15.0
 GOAL_P99_MS = 60.0
 EPISODE = 20
-READY_TIMEOUT = 60.0
+READY_TIMEOUT = 120.0  # a guard against a hang, not a goal: a loaded machine may take long to start nodes
 WARMUP = 10
 
 
 def main() -> None:
-    args = C.parser(__doc__.splitlines()[0], runs=300).parse_args()
+    args = C.parser(__doc__.splitlines()[0], runs=300, smoke={"runs": 10}).parse_args()
     from teachbot.console.prompt import PromptBuilder
     from teachbot.console.registry import ApiFunction, RobotApi
     from teachbot.console.sandbox import SandboxExecutor

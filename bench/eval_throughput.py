@@ -10,12 +10,11 @@ worker, so each worker does the 80 runs of SA-SI; with 1 worker one method does 
 Goals on the 2-core machine: the whole SA-SI protocol (80 runs) in at most 10 minutes; the median run
 at most 5 s.
 
-Usage: python bench/eval_throughput.py [--runs 10] [--workers 1,2]
+Usage: python bench/eval_throughput.py [--runs 10] [--workers 1,2] [--templates N] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -29,14 +28,14 @@ GOAL_PROTOCOL_S = 600.0
 GOAL_RUN_S = 5.0
 
 
-def sweep(workers: int, runs: int, out: Path) -> dict[str, float]:
+def sweep(workers: int, runs: int, templates: int, out: Path) -> dict[str, float]:
     from teachbot.commands.eval import CliModels
     from teachbot.evaluation.metrics import read_results
     from teachbot.evaluation.runner import run_sweep
     from teachbot.evaluation.sweep import SweepConfig
 
     methods = ("ours", "ours-k4")[:workers]
-    config = SweepConfig(methods=methods, splits=("SA-SI",), runs=runs, seed=7, llm={"stand_in": "oracle"})
+    config = SweepConfig(methods=methods, splits=("SA-SI",), runs=runs, templates=templates, seed=7, llm={"stand_in": "oracle"})
     start = time.monotonic()
     run_sweep(config, out, CliModels({}, "oracle"), workers=workers, show_progress=False)
     elapsed = time.monotonic() - start
@@ -51,17 +50,18 @@ def sweep(workers: int, runs: int, out: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__.split("\n\n")[0], runs=None, smoke={"runs": 1, "workers": "1", "templates": 1})
     parser.add_argument("--runs", type=int, default=10, help="runs per template (the protocol: 10)")
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--templates", type=int, default=0, help="the first N templates of SA-SI only (default 0: all)")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="teachbot-eval-bench-") as tmp:
         for workers in (int(w) for w in args.workers.split(",")):
-            results[f"workers_{workers}"] = sweep(workers, args.runs, Path(tmp) / f"w{workers}")
+            results[f"workers_{workers}"] = sweep(workers, args.runs, args.templates, Path(tmp) / f"w{workers}")
     one = results.get("workers_1") or next(iter(results.values()))
     C.emit({
-        "benchmark": "eval_throughput", "unit": "s", "runs_per_template": args.runs, **results,
+        "benchmark": "eval_throughput", "unit": "s", "runs_per_template": args.runs, "templates": args.templates or "all", **results,
         "median": one["median_run_s"], "goal_median_run_s": GOAL_RUN_S, "ratio_run": round(one["median_run_s"] / GOAL_RUN_S, 3),
         "protocol_s": one["protocol_s"], "goal_protocol_s": GOAL_PROTOCOL_S,
         "ratio_protocol": round(one["protocol_s"] / GOAL_PROTOCOL_S, 3),

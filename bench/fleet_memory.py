@@ -26,7 +26,7 @@ A private pgvector server (pgserver's PostgreSQL 16 with pgvector, as the tests 
 is started in a temporary directory with shared_buffers and maintenance_work_mem set for the size; ``--dsn`` names an existing server
 instead (it must have pgvector; a fresh database is created per size and dropped after).
 
-Usage: python bench/fleet_memory.py [--sizes 100000 1000000] [--runs 200] [--reach 50] [--adds 200] [--dsn DSN]
+Usage: python bench/fleet_memory.py [--sizes 100000 1000000] [--runs 200] [--reach 50] [--adds 200] [--dsn DSN] [--smoke]
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def measure_adds(dsn: str, per_writer: int, scratch: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ main
 def main() -> None:
-    p = C.parser(__doc__.splitlines()[0], runs=200)
+    p = C.parser(__doc__.splitlines()[0], runs=200, smoke={"runs": 3, "sizes": [500], "reach": 2, "adds": 3, "embedded": 50})
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="lessons per database (ascending)")
     p.add_argument("--reach", type=int, default=50, help="lessons timed from one robot to another (default 50)")
     p.add_argument("--adds", type=int, default=200, help="lessons per writer for adds per second (default 200)")

@@ -16,12 +16,11 @@ it the console opens the example store and loads the embedding model, a minute o
 silence after an utterance is counted from the robot's first message, so a short --seconds still sees the whole
 exchange. No console within 180 s, or no answer within 120 s, ends the phase.
 
-Usage: python bench/idle_llm_calls.py [--seconds 60]
+Usage: python bench/idle_llm_calls.py [--seconds 60] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import socket
 import threading
@@ -99,7 +98,7 @@ def phase(base_url: str, seconds: float, speak: str | None, namespace: str) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__.split("\n\n")[0], runs=None, smoke={"seconds": 2.0})
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase (default 60)")
     args = parser.parse_args()
     import rclpy

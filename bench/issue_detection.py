@@ -8,7 +8,7 @@ In the benchmark's own worlds (config/benchmarks/raider/, loaded by CaseWorlds: 
                    (detect, then the target's state, then a verdict): everything but the model  goal: median <= 100 ms
   precond          the predefined-preconditions baseline's Det and Expl on all cases (no model)
 
-Usage: python bench/issue_detection.py [--runs 3]
+Usage: python bench/issue_detection.py [--runs 3] [--smoke]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def procedure_double(prompt: str) -> str:
 
 
 def main() -> int:
-    p = C.parser(__doc__.splitlines()[0], runs=3)
+    p = C.parser(__doc__.splitlines()[0], runs=3, smoke={"runs": 1})
     args = p.parse_args()
     machine = C.machine()
 

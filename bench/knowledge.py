@@ -22,7 +22,7 @@ The synthetic store is written once per size into out/bench-knowledge/n<size> an
 out/bench-knowledge/embedding-cache (reused afterwards; queries go to a throw-away copy); nothing is
 written into the user's knowledge base.
 
-Usage: python bench/knowledge.py [--runs 200] [--size 10000] [--extract-runs 200]
+Usage: python bench/knowledge.py [--runs 200] [--size 10000] [--extract-runs 200] [--smoke]
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ def extraction(args) -> dict:
 
 
 def main() -> None:
-    p = C.parser(__doc__.splitlines()[0], runs=200)
+    p = C.parser(__doc__.splitlines()[0], runs=200, smoke={"runs": 3, "size": 50, "extract_runs": 3})
     p.add_argument("--size", type=int, default=10_000, help="entries in the store (default 10 000)")
     p.add_argument("--extract-runs", type=int, default=200, help="extraction repetitions (default 200)")
     args = p.parse_args()

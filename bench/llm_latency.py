@@ -14,7 +14,7 @@ Time to action = from the request to the statement read out of the reply, ready 
 Goals: (a) at least 2x faster to action than (b); (a) generates at most the statement's tokens + 5;
 each step's chat messages (system + user text, as sent) start with the previous step's for >= 80 %.
 
-Usage: python bench/llm_latency.py [--runs 2]
+Usage: python bench/llm_latency.py [--runs 2] [--steps 10] [--smoke]
 """
 
 from __future__ import annotations
@@ -119,7 +119,9 @@ def common_prefix(a: str, b: str) -> int:
 
 
 def main() -> None:
-    args = C.parser(__doc__.splitlines()[0], runs=2).parse_args()
+    p = C.parser(__doc__.splitlines()[0], runs=2, smoke={"runs": 1, "steps": 3})
+    p.add_argument("--steps", type=int, default=len(STATEMENTS), help=f"steps timed per episode (default {len(STATEMENTS)})")
+    args = p.parse_args()
     from teachbot.console.reply import first_statement_complete, read_reply
     from teachbot.llm import base
     from teachbot.llm.openai_model import OpenAIModel
@@ -142,7 +144,7 @@ def main() -> None:
             previous = sent
         for run in range(args.runs):
             for mode, model in models.items():
-                for step, prompt in enumerate(episode):
+                for step, prompt in enumerate(episode[:args.steps]):
                     until = first_statement_complete if mode == "streaming" else None
                     t0 = time.perf_counter()
                     completion = model.generate(prompt, until=until)
@@ -153,8 +155,9 @@ def main() -> None:
                     results[mode]["seconds"].append(seconds)
                     results[mode]["tokens"].append(completion.completion_tokens)
                     results[mode]["extra"].append(completion.completion_tokens - statement_tokens)
-                C.say(f"run {run + 1} {mode:9s}: median {statistics.median(results[mode]['seconds'][-len(episode):]):.3f} s to action, "
-                      f"{statistics.median(results[mode]['tokens'][-len(episode):]):.0f} tokens generated per step")
+                timed = len(episode[:args.steps])
+                C.say(f"run {run + 1} {mode:9s}: median {statistics.median(results[mode]['seconds'][-timed:]):.3f} s to action, "
+                      f"{statistics.median(results[mode]['tokens'][-timed:]):.0f} tokens generated per step")
     stream_s = statistics.median(results["streaming"]["seconds"])
     wait_s = statistics.median(results["waiting"]["seconds"])
     speedup = wait_s / stream_s

@@ -31,7 +31,7 @@ out/bench-memory-cache and each size's full cache in out/bench-memory-cache/n<si
 builds them (a minute or two, with progress), later runs reuse them. Query and added texts go to a
 throw-away copy of the cache, so every run measures the same thing.
 
-Usage: python bench/memory_retrieval.py [--runs 300] [--sizes 1000 10000 100000] [--loads 3] [--adds 50]
+Usage: python bench/memory_retrieval.py [--runs 300] [--sizes 1000 10000 100000] [--loads 3] [--adds 50] [--smoke]
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ def time_adds(memory, counting: CountingModel, texts, adds: int, pool: list[str]
         cached_keys = [add(new_example(rng.sample(pool, rng.randint(1, 3))), 0) for _ in range(adds)]
         time.sleep(1.1)  # out of the racy window of the adds above
         then_retrieve = []
-        for _ in range(10):
+        for _ in range(min(adds, 10)):
             add(new_example([next(texts)]), 1)
             query = [next(texts)] + rng.sample(pool, QUERY_LEN - 1)
             seconds, _ = C.timed(lambda query=query: memory.retrieve(query))
@@ -366,7 +366,7 @@ def print_table(sizes: list[int], by_size: dict[str, dict], loads: dict[int, dic
 
 # ---------------------------------------------------------------------------------------------- main
 def main() -> None:
-    p = C.parser(__doc__.splitlines()[0], runs=300)
+    p = C.parser(__doc__.splitlines()[0], runs=300, smoke={"runs": 3, "sizes": [100], "pool": 200, "loads": 1, "adds": 2})
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     p.add_argument("--pool", type=int, default=4000, help="distinct synthetic instructions (default 4000)")
     p.add_argument("--loads", type=int, default=3, help="warm load-time subprocesses per size (default 3)")

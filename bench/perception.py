@@ -14,7 +14,11 @@ The learned models are the full-size architectures written to a temporary direct
 teachbot.perception.detectors.random_models and loaded back through the backends' real loading code
 (nothing is downloaded); random weights cost the same per frame as trained ones.
 
-Usage: python bench/perception.py [--runs 20] [--owlv2-runs 5] [--skip-owlv2]
+--tiny-models (the tiny mode's choice) builds yolov8n-worldv2 and a 2-layer, 64-wide CLIP text tower instead, as
+test/test_detectors_learned.py does: the same loading and detection code in a fraction of the time, its figures
+no measure of the full-size models.
+
+Usage: python bench/perception.py [--runs 20] [--owlv2-runs 5] [--skip-owlv2] [--tiny-models] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ C.ensure_importable()  # no ROS here
 
 QUERIES = ["block", "bowl"]
 GOALS_MS = {"sim_ground_truth": 20.0, "yolo_world": 400.0}
+TINY_CLIP = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2}  # projection 512
 
 
 def sim_frame() -> Any:
@@ -80,9 +85,10 @@ def row(name: str, times: list[float], n_dets: int, extra: str = "") -> dict[str
 
 
 def main() -> int:
-    p = C.parser(__doc__.splitlines()[0], runs=20)
+    p = C.parser(__doc__.splitlines()[0], runs=20, smoke={"runs": 1, "skip_owlv2": True, "tiny_models": True})
     p.add_argument("--owlv2-runs", type=int, default=5, help="repetitions for owlv2 (default 5: seconds each)")
     p.add_argument("--skip-owlv2", action="store_true", help="leave out the owlv2 row")
+    p.add_argument("--tiny-models", action="store_true", help="yolov8n-worldv2 and a tiny CLIP text tower (yolo_world row)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads for the learned backends "
                    "(default: torch's default, one per core)")
     args = p.parse_args()
@@ -107,8 +113,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-perception-") as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
-        weights = random_models.save_yolo_world(root / "yolov8s-worldv2.pt", "yolov8s-worldv2.yaml")
-        clip = random_models.save_clip_text_model(root / "clip-vit-base-patch32")
+        arch = "yolov8n-worldv2" if args.tiny_models else "yolov8s-worldv2"
+        weights = random_models.save_yolo_world(root / f"{arch}.pt", f"{arch}.yaml")
+        clip = random_models.save_clip_text_model(root / "clip-text", **(TINY_CLIP if args.tiny_models else {}))
         t_save = time.perf_counter() - t0
         t0 = time.perf_counter()
         det = make_detector("yolo_world", {"weights": str(weights), "clip_text_model": str(clip), "image_size": 640,
@@ -140,9 +147,9 @@ def main() -> int:
     yw = rows["yolo_world"]
     C.emit({
         "benchmark": "perception", "unit": "ms_per_frame", "frame": [w, h], "queries": QUERIES,
-        "headline": "yolo_world_median_ms", "median": yw["median_ms"], "goal": GOALS_MS["yolo_world"],
+        "headline": "yolo_world_median_ms", "median": yw["median_ms"], "goal": GOALS_MS["yolo_world"], "ratio": yw["ratio"],
         "meets_goal": yw["meets_goal"] and rows["sim_ground_truth"]["meets_goal"],
-        "backends": rows, "torch_threads": torch.get_num_threads(), "machine": machine,
+        "backends": rows, "tiny_models": args.tiny_models, "torch_threads": torch.get_num_threads(), "machine": machine,
         "loadavg_1min_end": round(os.getloadavg()[0], 2),  # other work on the CPU inflates every row
     })
     return 0

@@ -10,7 +10,7 @@ first to last LLM completion. Headline: recorded conversation / replayed convers
 Recording overhead: the console (no memory nodes) runs 40 scripted assignment statements with and
 without the recorder in the same process; per step = wall time between consecutive transcript lines.
 
-Usage: python bench/replay.py [--runs 3] [--bag NAME] [--steps 40]
+Usage: python bench/replay.py [--runs 3] [--bag NAME] [--steps 40] [--smoke]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _overhead_run(record: bool, steps: int, workdir: str) -> list[float]:
 
 
 def main() -> None:
-    p = C.parser(__doc__.splitlines()[0], runs=3)
+    p = C.parser(__doc__.splitlines()[0], runs=3, smoke={"runs": 1, "steps": 5, "bag": "plain_task"})
     p.add_argument("--bag", default="learning_episode", help="bag under test/bags/ (default learning_episode)")
     p.add_argument("--steps", type=int, default=40, help="console statements per overhead run")
     args = p.parse_args()

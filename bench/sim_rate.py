@@ -11,7 +11,7 @@ Reports median steps/s, the real-time factor they imply (steps/s * time_step) an
 milliseconds per render. Goal (headline): real-time factor >= 1 with the camera on, i.e. the default
 sim configuration (real_time_factor 1.0, camera on) can keep up with the wall clock.
 
-Usage: python bench/sim_rate.py [--runs 5] [--steps 2400]
+Usage: python bench/sim_rate.py [--runs 5] [--steps 2400] [--smoke]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ GOAL_RTF = 1.0
 
 
 def main() -> int:
-    p = C.parser(__doc__.splitlines()[0], runs=5)
+    p = C.parser(__doc__.splitlines()[0], runs=5, smoke={"runs": 1, "steps": 240})
     p.add_argument("--steps", type=int, default=2400, help="steps per repeat (default 2400 = 10 s simulated)")
     args = p.parse_args()
     machine = C.machine()

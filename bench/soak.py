@@ -35,7 +35,7 @@ Goals: RSS slope <= 50 KiB/episode; threads, fds and descendants back to their c
 (slope 0), no zombie, none escaped, none left after close; p99 of the last quarter / p99 of the first
 <= 1.5; every recalled request right at once; the store consistent.
 
-Usage: python bench/soak.py [--episodes 200] [--quick] [--sim] [--embedder minilm|hash] [--wall-time 1]
+Usage: python bench/soak.py [--episodes 200] [--quick] [--sim] [--embedder minilm|hash] [--wall-time 1] [--smoke]
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ import _common as C
 
 C.ensure_importable()
 
-import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -367,7 +366,7 @@ def short_form(episodes: int = 30) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = C.parser(__doc__.splitlines()[0], runs=None, smoke={"episodes": 10, "warmup": 2, "embedder": "hash"})
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="30 episodes with the hashing embedder (the test's form)")
     parser.add_argument("--sim", action="store_true", help="the PyBullet tabletop sim in this process instead of fake skills")

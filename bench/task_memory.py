@@ -15,7 +15,7 @@
 The log is written once per size into out/bench-task-memory/n<size> (bulk-written, then copied per run);
 nothing is written into the user's store.
 
-Usage: python bench/task_memory.py [--runs 200] [--size 10000]
+Usage: python bench/task_memory.py [--runs 200] [--size 10000] [--smoke]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def build(size: int) -> Path:
 
 
 def main() -> None:
-    p = C.parser(__doc__.splitlines()[0], runs=200)
+    p = C.parser(__doc__.splitlines()[0], runs=200, smoke={"runs": 5, "size": 100})
     p.add_argument("--size", type=int, default=10_000, help="logged actions of the measured task (default 10 000)")
     args = p.parse_args()
     from teachbot.taskmemory import ObjectInfo, TaskMemory, TaskMemoryConfig

@@ -13,7 +13,7 @@ camera                   A publisher in this process sends 640x480 rgb8 images a
                          web node sends at most config/web.yaml camera_fps, newest image only), latency from the
                          bridge's receipt to the frame drawn, and end to end from the image's stamp.
 
-Goal: utterance_to_transcript median at most 100 ms.   Usage: python bench/web.py [--runs 30] [--camera-seconds 10]
+Goal: utterance_to_transcript median at most 100 ms.   Usage: python bench/web.py [--runs 30] [--camera-seconds 10] [--smoke]
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def image_publisher(node, rate: float, stop: threading.Event) -> threading.Threa
 
 
 def main() -> int:
-    parser = C.parser("web page: typed words to the transcript line shown; camera frame rate and latency", runs=30)
+    parser = C.parser("web page: typed words to the transcript line shown; camera frame rate and latency", runs=30,
+                      smoke={"runs": 2, "camera_seconds": 1.0})
     parser.add_argument("--camera-seconds", type=float, default=10.0, help="how long to watch the camera (default 10)")
     parser.add_argument("--camera-rate", type=float, default=15.0, help="images published per second (default 15)")
     args = parser.parse_args()
