@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -32,6 +33,37 @@ LATCHED_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
+
+
+# how a wait on a server ended (wait_served): answered, ran out of time, the server left the graph (GONE), or
+# the caller's ``stop`` said to stop waiting (STOPPED)
+DONE, TIMEOUT, GONE, STOPPED = "done", "timeout", "gone", "stopped"
+GONE_POLL = 0.1  # seconds between checks that the server of a pending call is still on the graph
+
+
+def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: float = GONE_POLL,
+                stop: Callable[[], bool] | None = None) -> str:
+    """Wait up to ``timeout`` for ``future`` while its server is on the graph: DONE, TIMEOUT, GONE when
+    ``ready()`` (the client's server_is_ready/service_is_ready), true at some point, turns false, or STOPPED
+    when ``stop()`` turns true (checked as often as ``ready``).
+
+    Fast DDS drops a participant killed with kill -9 after its lease (config/fastdds_localhost.xml,
+    about 1 s), so a dead server is noticed within that instead of at the end of ``timeout``.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    seen = ready()  # a server that serves now and leaves before its first poll is gone too
+    while not (future.done() or done.wait(max(0.0, min(poll, deadline - time.monotonic())))):
+        if stop is not None and stop():
+            return STOPPED
+        if ready():
+            seen = True
+        elif seen:
+            return GONE
+        if time.monotonic() >= deadline:
+            return TIMEOUT
+    return DONE
 
 
 async def wait_for_worker(node: Node, work: concurrent.futures.Future[Any]) -> Any:

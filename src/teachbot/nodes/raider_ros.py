@@ -25,12 +25,16 @@ from teachbot_interfaces.action import IssueDetection
 from teachbot_interfaces.srv import GroundedTool
 
 from teachbot.errors import ControllerError
+from teachbot.nodes.common import DONE, GONE, wait_served
 from teachbot.nodes.grounded_tools_service import SERVICE as TOOLS_SERVICE
 from teachbot.raider.agent import CheckResult, ToolUse
 from teachbot.raider.tools import TOOL_DOCS, ToolError
 
 ACTION = "issue_detection/check"
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a server it has not seen yet
+# seconds an issue_detection node on the graph may take to accept a check (a loaded machine keeps its executor
+# busy); one that leaves the graph is noticed within about 1 s (wait_served), not at the end of this
+ACCEPT_TIMEOUT = 30.0
 TOOL_TIMEOUT = 5.0  # seconds one tool call may take
 FEEDBACK_QUIET = 0.05  # seconds without feedback after a result before a client takes its tool calls as complete
 
@@ -105,9 +109,10 @@ def tool_use(feedback: Any) -> ToolUse:
 class IssueDetectionClient:
     """``check(query) -> CheckResult`` through the issue_detection node (``issue_detection/check``).
 
-    A missing node is a :class:`~teachbot.errors.ControllerError`; a check that does not end within
-    ``timeout`` is canceled and returned without a verdict (``stopped == "timeout"``). ``on_tool`` is
-    told of each tool call as its feedback arrives."""
+    A missing node, or one that leaves the ROS graph before its verdict, is a
+    :class:`~teachbot.errors.ControllerError`; a check that does not end within ``timeout`` is canceled and
+    returned without a verdict (``stopped == "timeout"``). ``on_tool`` is told of each tool call as its
+    feedback arrives."""
 
     def __init__(self, node: Node, timeout: float = 60.0, on_tool: Callable[[ToolUse], None] | None = None,
                  action: str = ACTION) -> None:
@@ -144,15 +149,24 @@ class IssueDetectionClient:
                 self.on_tool(use)
 
         sent = self.client.send_goal_async(IssueDetection.Goal(query=query), feedback_callback=on_feedback)
-        if not _wait(sent, min(timeout, 10.0)):
-            raise ControllerError(f"{self.action} did not accept the goal within {min(timeout, 10.0):g} s; is the node stuck?")
+        accept = min(timeout, ACCEPT_TIMEOUT)
+        ended = wait_served(sent, accept, self.client.server_is_ready)
+        if ended == GONE:
+            raise ControllerError(f"the issue_detection node left the ROS graph before it accepted the check of {query!r} "
+                                  "(killed or crashed); start it again")
+        if ended != DONE:
+            raise ControllerError(f"{self.action} did not accept the goal within {accept:g} s; is the node stuck?")
         handle = sent.result()
         if not handle.accepted:
             raise ControllerError(f"{self.action} rejected the check of {query!r}")
         self._goal = handle
         try:
             future = handle.get_result_async()
-            if not _wait(future, max(timeout - (time.monotonic() - started), 0.0)):
+            ended = wait_served(future, max(timeout - (time.monotonic() - started), 0.0), self.client.server_is_ready)
+            if ended == GONE:
+                raise ControllerError(f"the issue_detection node left the ROS graph while it checked {query!r} "
+                                      "(killed or crashed); no verdict. Start it again")
+            if ended != DONE:
                 _wait(handle.cancel_goal_async(), 2.0)
                 return CheckResult(query, "", f"no verdict from {self.action} within {timeout:g} s; the check was canceled",
                                    tool_calls=calls, elapsed=time.monotonic() - started, stopped="timeout")

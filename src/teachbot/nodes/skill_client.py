@@ -24,20 +24,19 @@ from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
 from teachbot.console.robot_time import time_left
 from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
-from teachbot.nodes.common import COMMAND_QOS
+from teachbot.nodes.common import COMMAND_QOS, DONE, GONE, STOPPED, wait_served
 from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
+# seconds a node that is on the graph may take to accept a goal or answer a sim service: a loaded machine may keep
+# its executor busy for seconds; a node that is gone is noticed through the graph within about 1 s (wait_served)
+ANSWER_TIMEOUT = 30.0
 CANCEL_GRACE = 5.0  # seconds a timed-out call waits for its cancel to be accepted and the skill to stop
 
-# what a skills node answered to a cancel request
-ACCEPTED, REFUSED, GONE, UNANSWERED = "accepted", "refused", "gone", "unanswered"
-# how a wait on a server ended (wait_served): answered, ran out of time, the server left the graph (GONE), or
-# the caller's ``stop`` said to stop waiting (STOPPED)
-DONE, TIMEOUT, STOPPED = "done", "timeout", "stopped"
-GONE_POLL = 0.1  # seconds between checks that the server of a pending call is still on the graph
+# what a skills node answered to a cancel request (GONE as wait_served's: the goal or its server is no more)
+ACCEPTED, REFUSED, UNANSWERED = "accepted", "refused", "unanswered"
 
 # what a goal cancelled with a fault raises from call(): built from the skill's name and what became of the motion
 Fault = Callable[[str, str], Exception]
@@ -76,33 +75,19 @@ def _wait_done(future: Any, timeout: float) -> bool:
     return future.done() or done.wait(max(0.0, timeout))
 
 
-def wait_served(future: Any, timeout: float, ready: Callable[[], bool], poll: float = GONE_POLL,
-                stop: Callable[[], bool] | None = None) -> str:
-    """Wait up to ``timeout`` for ``future`` while its server is on the graph: DONE, TIMEOUT, GONE when
-    ``ready()`` (the client's server_is_ready/service_is_ready), true at some point, turns false, or STOPPED
-    when ``stop()`` turns true (checked as often as ``ready``).
-
-    Fast DDS drops a participant killed with kill -9 after its lease (config/fastdds_localhost.xml,
-    about 1 s), so a dead server is noticed within that instead of at the end of ``timeout``.
-    """
-    deadline = time.monotonic() + max(0.0, timeout)
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    seen = False
-    while not (future.done() or done.wait(max(0.0, min(poll, deadline - time.monotonic())))):
-        if stop is not None and stop():
-            return STOPPED
-        if ready():
-            seen = True
-        elif seen:
-            return GONE
-        if time.monotonic() >= deadline:
-            return TIMEOUT
-    return DONE
-
-
 def _wait_future(future: Any, timeout: float, what: str) -> Any:
     if not _wait_done(future, timeout):
+        raise MotionTimeoutError(f"no answer for {what} within {timeout:.0f} s; is the node running?")
+    return future.result()
+
+
+def _wait_answer(future: Any, timeout: float, ready: Callable[[], bool], what: str) -> Any:
+    """The answer of a server that may be slow (up to ``timeout``) but must stay on the graph (see wait_served)."""
+    ended = wait_served(future, timeout, ready)
+    if ended == GONE:
+        raise ControllerError(f"no answer for {what}: its node left the ROS graph (killed or crashed); "
+                              "try again once it is back (the launcher restarts it)")
+    if ended != DONE:
         raise MotionTimeoutError(f"no answer for {what} within {timeout:.0f} s; is the node running?")
     return future.result()
 
@@ -158,8 +143,9 @@ class SkillClient:
                     if time.monotonic() > deadline:
                         raise ControllerError(f"skill servers/services discovered but not answering after {timeout:.0f} s") from None
 
-    def send(self, name: str, timeout: float = 5.0, **fields: Any) -> SkillHandle:
-        """Send a goal; returns once the server has accepted it. A keyword that is not a field of the
+    def send(self, name: str, timeout: float = ANSWER_TIMEOUT, **fields: Any) -> SkillHandle:
+        """Send a goal; returns once the server has accepted it (``timeout``: for a server that stays on the
+        graph; one that leaves it is a ControllerError at once). A keyword that is not a field of the
         goal is a skill parameter (config/skill_parameters.yaml): it travels in parameter_names and
         parameter_values, where the skills node checks it."""
         client = self._clients[name]
@@ -193,10 +179,10 @@ class SkillClient:
             else:
                 setattr(goal, key, value)
         feedback: list[tuple[str, float]] = []
-        future = self._clients[name].send_goal_async(
+        future = client.send_goal_async(
             goal, feedback_callback=lambda msg: feedback.append((msg.feedback.feedback.stage, msg.feedback.feedback.progress))
         )
-        handle = _wait_future(future, timeout, f"goal {name}")
+        handle = _wait_answer(future, timeout, client.server_is_ready, f"goal {name}")
         if not handle.accepted:
             raise ControllerError(f"skill {name} rejected the goal")
         return SkillHandle(name, handle, feedback)
@@ -318,14 +304,17 @@ class SkillClient:
             return GONE
         return REFUSED
 
-    def world_state(self, timeout: float = 5.0) -> GetWorldState.Response:
-        return _wait_future(self._world.call_async(GetWorldState.Request()), timeout, "sim/get_world_state")
+    def world_state(self, timeout: float = ANSWER_TIMEOUT) -> GetWorldState.Response:
+        return _wait_answer(self._world.call_async(GetWorldState.Request()), timeout, self._world.service_is_ready,
+                            "sim/get_world_state")
 
-    def reset(self, seed: int = 0, scene_yaml: str = "", timeout: float = 10.0) -> ResetScene.Response:
-        return _wait_future(self._reset.call_async(ResetScene.Request(seed=seed, scene_yaml=scene_yaml)), timeout, "sim/reset")
+    def reset(self, seed: int = 0, scene_yaml: str = "", timeout: float = ANSWER_TIMEOUT) -> ResetScene.Response:
+        return _wait_answer(self._reset.call_async(ResetScene.Request(seed=seed, scene_yaml=scene_yaml)), timeout,
+                            self._reset.service_is_ready, "sim/reset")
 
-    def release_handover(self, timeout: float = 5.0) -> ReleaseHandover.Response:
-        return _wait_future(self._release.call_async(ReleaseHandover.Request()), timeout, "skills/release_handover")
+    def release_handover(self, timeout: float = ANSWER_TIMEOUT) -> ReleaseHandover.Response:
+        return _wait_answer(self._release.call_async(ReleaseHandover.Request()), timeout, self._release.service_is_ready,
+                            "skills/release_handover")
 
     def release_handover_async(self) -> None:
         """Ask for the release without waiting for the answer (from a callback thread)."""
