@@ -12,6 +12,7 @@ import ros_graph
 from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.msg import ObjectList
 from teachbot_interfaces.srv import Detect, QueryScene
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.llm.scripted import ScriptedModel
@@ -19,7 +20,7 @@ from teachbot.nodes.common import LATCHED_QOS
 from teachbot.nodes.interaction_manager_node import InteractionManagerNode
 from teachbot.nodes.perception_node import PerceptionNode
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(pytest_timeout(500))
 
 SCENE = """objects:
   - {category: block, color: red, position: [-0.12, -0.45]}
@@ -125,8 +126,10 @@ def test_a_console_session_gets_its_objects_from_perception(client, sim_camera, 
     query = probe.create_client(QueryScene, "/perception/query_scene")
     with Running(perception, im, probe):
         wait_until(lambda: lists and {o.name for o in lists[-1].objects} == set(truth), what="perception's first list")
+        # no memory node here: the console opens the example store itself before its first wait (the sentence
+        # embedder's imports take about two minutes on a loaded 2-core machine)
         wait_until(lambda: im.session is not None and im.session.transcript.code() == ["wait_for_trigger()"],
-                   what="the console's own wait for the person")
+                   timeout=300.0, what="the console's own wait for the person")
         assert model.served == 0
         im.dialog.put_user("put the red block in the blue bowl")
         wait_until(lambda: model.served >= 4, what="the scripted statements")

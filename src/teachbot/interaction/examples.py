@@ -63,6 +63,12 @@ class LocalExamples:
         """The EpisodicMemory (opened now if it was not yet)."""
         return self._open()
 
+    def warm_up(self) -> None:
+        """Open the store, load the embedder and index the examples now, so the first retrieval answers at once."""
+        memory = self._open()
+        memory.warm_up()
+        memory.sync()
+
     def settings(self) -> Any:
         """The MemoryConfig this store is read with (the learned_dir override applied)."""
         return self._settings()

@@ -23,6 +23,7 @@ is logged with the world after it, from the object list and the thing states (te
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -41,6 +42,7 @@ from teachbot.console.registry import NotAvailableError, RobotApi
 from teachbot.console.sandbox import SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.console.transcript import Entry
+from teachbot.errors import TeachbotError
 from teachbot.interaction import (
     CoreConfig,
     FallbackExamples,
@@ -66,6 +68,8 @@ from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
+MEMORY_DISCOVERY = 5.0  # seconds the console looks for a memory node (one started beside it) before it opens the store itself
+MEMORY_STARTUP = 120.0  # seconds a memory node already on the graph may take to serve memory/retrieve (it loads its model)
 TASK_MEMORY_TIMEOUT = 30.0  # seconds a task-memory service may take (a worker LLM writes the working memory)
 SETTLE_TIMEOUT = 1.0  # seconds an action's log waits for perception to report the world after it
 DESCRIBE_TIMEOUT = 5.0  # seconds perception/describe_object may take (else: the object by name only)
@@ -149,7 +153,8 @@ class InteractionManagerNode(Node):
                 add(completion_publisher(self, self.completion_pub, role, self.prices))
         corrections = self._correction_handler(api, cfg, llm_raw, correction_model, interaction_model is None)
         learning = load_yaml(resolve_config("learning")).get("learning", {})
-        local = LocalExamples(str(self.get_parameter("memory").value))
+        local = self.local_examples = LocalExamples(str(self.get_parameter("memory").value))
+        self._local_knowledge: _LocalKnowledgeBase | None = None
         knowledge = self._knowledge(api, cfg, local)
         self.lessons = ConfirmedLessons(self, bool(cfg.get("confirm_lessons", False)), _call)
         self.core = InteractionCore(
@@ -162,10 +167,43 @@ class InteractionManagerNode(Node):
             known_objects=lambda: sorted(self._objects or {}), on_pending_lesson=self.lessons.pending,
         )
         self.lessons.attach(self.core)
-        self._thread = threading.Thread(target=self.core.run, daemon=True, name="console")
+        self._closing = threading.Event()
+        self._ready_line = f"interaction manager ready: profile {api.profile}, model {model.name}; waiting for the person to speak"
+        self._thread = threading.Thread(target=self._run, daemon=True, name="console")
         self._thread.start()
-        self.get_logger().info(f"interaction manager ready: profile {api.profile}, model {model.name}; "
-                               "waiting for the person to speak")
+
+    def _run(self) -> None:
+        """The console thread: the prompt's examples made available first, then the episodes."""
+        self._prepare_memory()
+        if not self._closing.is_set():
+            self.get_logger().info(self._ready_line)
+            self.core.run()
+
+    def _prepare_memory(self) -> None:
+        """Before the console's first wait for the person: the memory node serves memory/retrieve, or else the store
+        is opened in this process now. Opening it loads the sentence embedder (seconds; a minute on a loaded
+        machine): done here, before the console says it is ready, it never holds up an answer the person waits for.
+        A memory node that is on the graph but not serving yet is starting (it loads the same model): it is waited for."""
+        started = time.monotonic()
+        while not self.retrieve_client.service_is_ready():
+            waited = time.monotonic() - started
+            if waited > MEMORY_STARTUP or (waited > MEMORY_DISCOVERY and not self._memory_node_on_graph()):
+                break
+            if self._closing.wait(0.05):
+                return
+        else:
+            return
+        self.get_logger().info(f"no memory node serves memory/retrieve: opening the example store in this process "
+                               f"({self.local_examples.where}) before the console is ready")
+        try:
+            self.local_examples.warm_up()
+            if self._local_knowledge is not None:
+                self._local_knowledge.warm_up()
+        except (TeachbotError, OSError) as exc:  # the first retrieval tries again and says what is wrong
+            self.get_logger().error(f"opening the example store in this process failed: {exc}")
+
+    def _memory_node_on_graph(self) -> bool:
+        return ("memory", self.get_namespace()) in self.get_node_names_and_namespaces()
 
     def _knowledge(self, api: RobotApi, cfg: dict[str, Any], local: LocalExamples) -> ConsoleKnowledge | None:
         """The console's knowledge base: memory/retrieve_knowledge, else the same store in this process."""
@@ -176,7 +214,8 @@ class InteractionManagerNode(Node):
         self.knowledge_client = self.create_client(RetrieveKnowledge, "memory/retrieve_knowledge")
         self.describe_client = self.create_client(DescribeObject, "perception/describe_object")
         parameters = SkillParameters.load("household" if api.profile == "household" else "tabletop")
-        source = FallbackKnowledge(_RemoteKnowledge(self), _LocalKnowledgeBase(local), self.get_logger().warning)
+        self._local_knowledge = _LocalKnowledgeBase(local)
+        source = FallbackKnowledge(_RemoteKnowledge(self), self._local_knowledge, self.get_logger().warning)
         return ConsoleKnowledge(source, parameters.declared, self.get_logger().info)
 
     def _task_memory(self, cfg: dict[str, Any], implementations: dict[str, Any]) -> dict[str, Any]:
@@ -407,6 +446,7 @@ class InteractionManagerNode(Node):
         return self.core.session
 
     def close(self) -> None:
+        self._closing.set()
         self.core.close()
         self._thread.join(timeout=5.0)
         self.core.shutdown()
@@ -464,7 +504,11 @@ class _LocalKnowledgeBase:
         self._source: LocalKnowledge | None = None
         self._lock = threading.Lock()
 
-    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
+    def warm_up(self) -> None:
+        """Open the knowledge base now (see InteractionManagerNode._prepare_memory)."""
+        self._open()
+
+    def _open(self) -> LocalKnowledge:
         with self._lock:
             if self._source is None:
                 from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
@@ -474,7 +518,10 @@ class _LocalKnowledgeBase:
                 config, images = knowledge_settings()
                 store = KnowledgeStore(self.examples.settings().knowledge_path)
                 self._source = LocalKnowledge(KnowledgeRetriever(store, memory.embedder, images, config))
-        return self._source.find(task, object_name, kind, skill)
+            return self._source
+
+    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
+        return self._open().find(task, object_name, kind, skill)
 
 
 class _TimedSkills:
