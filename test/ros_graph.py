@@ -9,23 +9,27 @@ from typing import Any
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+from timing import deadline as scaled_deadline
+from timing import timeout as scaled
+
+# the timeouts given to these helpers are seconds before timing's scale: the helpers apply it
 
 
 def wait_until(predicate: Any, timeout: float, what: str = "condition", period: float = 0.05) -> None:
-    """Poll ``predicate`` every ``period`` seconds; fail the test when ``timeout`` passes first."""
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` every ``period`` seconds; fail the test when ``timeout`` (scaled) passes first."""
+    deadline = scaled_deadline(timeout)
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(period)
 
 
 def call(client: Any, request: Any, timeout: float) -> Any:
-    """The service's answer to ``request``; fails the test when it is not served or does not answer in time."""
-    assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not served"
+    """The service's answer to ``request``; fails the test when it is not served or does not answer in time (scaled)."""
+    assert client.wait_for_service(timeout_sec=scaled(timeout)), f"{client.srv_name} not served"
     done = threading.Event()
     future = client.call_async(request)
     future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"{client.srv_name} did not answer"
+    assert done.wait(scaled(timeout)), f"{client.srv_name} did not answer"
     return future.result()
 
 
@@ -57,8 +61,8 @@ class Graph:
             return
         self.closed = True
         self._stop.set()
-        self.thread.join(timeout=10.0)
-        self.executor.shutdown(timeout_sec=2.0)
+        self.thread.join(timeout=scaled(10.0))
+        self.executor.shutdown(timeout_sec=scaled(2.0))
         for node in self.nodes:
             getattr(node, "close", lambda: None)()
             node.destroy_node()
