@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timing import deadline, pytest_timeout, timeout
 
-GOAL = 2.0  # seconds from kill -9 to the console's error line (issue 15)
+# seconds from kill -9 to the console's error line (issue 15): the property itself, measured on the wall (what the
+# person waits), so not scaled; it is the graph's lease (about 1 s) plus the watchdog's poll and a cancel
+GOAL = 2.0
 SCENE = ("objects:\n  - {category: block, color: red, position: [-0.15, -0.5]}\n"
          "  - {category: bowl, color: blue, position: [0.2, -0.35]}\n")
 CALL = "put_first_on_second('red block', 'blue bowl')"
@@ -46,12 +49,14 @@ def test_kill_9_mid_skill_one_error_line_then_the_restarted_node_works(victim: s
     assert report
 
 
-def run_child(script: str, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` in a child process on a ROS domain of its own (not the session stack's)."""
+def run_child(script: str, *args: str, seconds: float = 600.0) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a child process on a ROS domain of its own (not the session stack's), for up to ``seconds``
+    (scaled)."""
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
     root = Path(__file__).resolve().parents[2]
     env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(root / "test"), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True,
+                          timeout=pytest_timeout(seconds))
 
 
 def test_ros2_launch_respawns_every_node_after_the_supervisors_delay() -> None:
@@ -105,10 +110,11 @@ def test_the_watchdog_tells_once_of_a_node_that_leaves_during_a_motion() -> None
     assert watch.moving({}) == [] and watch.moving({"memory": mem}) == [] and watch.moving({}) == ["memory"]
 
 
-def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+def wait_until(predicate: Callable[[], object], seconds: float, what: str) -> None:
+    """Poll ``predicate``; fail after ``seconds`` (scaled by test/timing.py)."""
+    until = deadline(seconds)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        assert time.monotonic() < until, f"timed out after {timeout(seconds):.0f} s waiting for {what}"
         time.sleep(0.02)
 
 
@@ -162,11 +168,13 @@ class Stack:
         self.thread.start()
         try:
             if "skills" in self.nodes:
-                self.node.skills.wait_ready(90.0)
+                self.node.skills.wait_ready(timeout(90.0))
                 self.node.skills.reset(scene_yaml=SCENE)
             for name in self.nodes:  # the watchdog watches only nodes that are up when a motion starts
                 self.wait_up(name, 0.0, 120.0)
             wait_until(lambda: self.person.count_subscribers("dialog/user") > 0, 30.0, "the console's dialog subscription")
+            # the console is ready once it waits for the person (it may have opened the example store itself first)
+            wait_until(lambda: self.node.session is not None, 300.0, "the console's first wait for the person")
         except BaseException as exc:
             self.close()
             raise AssertionError(f"the stack did not come up: {exc}") from exc
@@ -176,15 +184,15 @@ class Stack:
         self.log.append(line)
         print(line, file=sys.stderr, flush=True)
 
-    def wait_up(self, name: str, since: float, timeout: float) -> None:
+    def wait_up(self, name: str, since: float, seconds: float) -> None:
         """Wait until node ``name`` serves the console (perception: an object list of the scene sent after ``since``)."""
         if name == "perception":
             wait_until(lambda: any(t > since and {"red block", "blue bowl"} <= set(names) for t, names in self.objects),
-                       timeout, "an object list with the red block and the blue bowl")
+                       seconds, "an object list with the red block and the blue bowl")
         elif name == "memory":
-            wait_until(self.node.retrieve_client.service_is_ready, timeout, "memory/retrieve")
+            wait_until(self.node.retrieve_client.service_is_ready, seconds, "memory/retrieve")
         elif name == "improvement":
-            wait_until(self.node.improve_client.service_is_ready, timeout, "improvement/improve")
+            wait_until(self.node.improve_client.service_is_ready, seconds, "improvement/improve")
 
     def lines(self) -> list[str]:
         return self.node.session.transcript.render().splitlines()
@@ -253,9 +261,9 @@ def await_restart(stack: Stack, victim: str, restarts: int, killed: float) -> No
     reappears lets the simulator's grasp assist fix the block to the hand)."""
     wait_until(lambda: sum(f"node {victim} restarted" in line for line in stack.log) >= restarts, 10.0, "the restart")
     if "skills" in stack.nodes:
-        stack.node.skills.wait_ready(60.0)
+        stack.node.skills.wait_ready(timeout(60.0))
         for skill, fields in (("gripper", {"close": False}), ("go_home", {})):
-            result = stack.node.skills.call(skill, timeout=30.0, **fields)
+            result = stack.node.skills.call(skill, timeout=timeout(30.0), **fields)
             assert result.success, f"{skill}: {result.message}"
         stack.node.skills.reset(scene_yaml=SCENE)
     stack.wait_up(victim, killed, 120.0)
@@ -269,14 +277,15 @@ def scenario(victim: str) -> None:
         before = 3  # wait_for_trigger(), the person's words and the call: the error line follows
         elapsed, error, killed = kill_mid_skill(stack, victim, "put the red block in the blue bowl")
         print(f"kill->error {victim}: {elapsed:.2f} s: {error}", flush=True)
-        assert elapsed <= GOAL, f"the error line came {elapsed:.2f} s after kill -9 of {victim}: {error}"
+        assert elapsed <= GOAL, f"the error line came {elapsed:.2f} s after kill -9 of {victim}: {error}"  # the property
         if victim in WATCHED:
             assert error.startswith(f"StackFault: the {victim} node left the ROS graph") and "stopped the arm" in error, error
         else:
             assert error.startswith(("ControllerError:", "'the arm")) or "joint states stopped" in error, error
         time.sleep(0.5)
         assert [line for line in stack.lines()[before:] if not line.startswith(">>>")][:1] == [error]  # one error line
-        # the arm stops: its joint states (when the sim lives) no longer change 2.5 s after the kill
+        # the arm stops: its joint states (when the sim lives) no longer change 2.5 s after the kill (a property of
+        # the wall clock, as GOAL; the wait for those joint states is scaled)
         if victim != "sim":
             wait_until(lambda: stack.joints[-1][0] > killed + 3.0, 10.0, "joint states after the kill")
             late = [q for t, q in stack.joints if t > killed + 2.5]
