@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pybullet as pb
 import pytest
 
 from teachbot.errors import LimitExceededError, OutOfWorkspaceError, UnreachableError
 from teachbot.skills.kinematics import IK_TOLERANCE, KinematicsModel
 from teachbot.skills.motion import JointTrajectory, SafetyLimits, time_path
+from teachbot.skills.planning import PathPlanner, line_points
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +95,43 @@ def test_safety_rejects_a_too_fast_or_out_of_range_trajectory(limits, profile, k
     beyond[0] = kin.upper[0] + 0.1
     with pytest.raises(LimitExceededError, match="outside"):
         limits.check_trajectory(start, JointTrajectory(profile.arm_joints, np.array([10.0]), np.array([beyond])))
+
+
+# ------------------------------------------------------------------ planning cost (issue 24, item 5)
+@pytest.fixture()
+def ik_calls(monkeypatch):
+    """Counts PyBullet IK calls (the planner's cost) from here on."""
+    calls = {"n": 0}
+    solve = pb.calculateInverseKinematics
+
+    def counting(*args, **kwargs):
+        calls["n"] += 1
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(pb, "calculateInverseKinematics", counting)
+    return calls
+
+
+ABOVE, GRASP = np.array([0.1, -0.5, 0.12]), np.array([0.1, -0.5, 0.02])
+
+
+@pytest.mark.parametrize("xyz", [(0.0, -0.5, 0.02), (0.2, -0.3, 0.02), (-0.2, -0.7, 0.02)])
+def test_ik_stops_refining_once_the_error_no_longer_falls(kin, profile, ik_calls, xyz):
+    """Null-space IK stalls 1.5-3 mm off: once within IK_TOLERANCE it stops instead of making all its
+    eight calls (which crept the posture and cost most of a pick-and-place's planning)."""
+    target = np.array(xyz)
+    q = kin.ik(target, kin.grasp_orientation(0.3), np.array(profile.home))
+    assert np.linalg.norm(kin.fk(q)[0] - target) < IK_TOLERANCE
+    assert ik_calls["n"] <= 3
+
+
+def test_a_straight_line_costs_at_most_two_ik_calls_per_waypoint(kin, profile, ik_calls):
+    orientation = kin.grasp_orientation(0.2)
+    q0 = kin.ik(ABOVE, orientation, np.array(profile.home))
+    start, _ = kin.fk(q0)
+    ik_calls["n"] = 0
+    path = PathPlanner(kin, np.array(profile.home)).trace(q0, start, GRASP, orientation)
+    assert path is not None and ik_calls["n"] <= 2 * (len(path) - 1)
+    for q, point in zip(path[1:], line_points(start, GRASP)):
+        assert np.linalg.norm(kin.fk(q)[0] - point) < IK_TOLERANCE
+    assert np.max(np.abs(np.diff(path, axis=0))) < 0.1  # one posture carries the line: no jumps

@@ -17,6 +17,10 @@ from teachbot.robot_profile import RobotProfile
 # joint limits; 5 mm leaves 15 mm per side when an 8 cm gripper closes on a 4 cm block
 IK_TOLERANCE = 0.005
 IK_ORIENTATION_TOLERANCE = 0.02  # 1 - |<q_asked, q_reached>|
+# metres: once the error is within IK_TOLERANCE, an IK call that brings it down by less than this ends
+# the refinement. Null-space IK stalls 1.5-3 mm off (its pull towards home); the further calls of the
+# eight crept the posture a little towards home and made up most of a pick-and-place's planning time
+IK_STALL = 0.0002
 # extra IK starts tried when neither the seed nor home converges. Close in front of the Panda's base
 # (the benchmark's "top side", 0.25 m out) pointing down is reachable only with the elbow turned out
 # sideways, which PyBullet's local IK never finds from the usual postures; fixed starts spread over the
@@ -155,6 +159,9 @@ class KinematicsModel:
         return True
 
     def _solve(self, position: np.ndarray, orientation: np.ndarray, seed: np.ndarray) -> tuple[np.ndarray, float]:
+        """Up to 8 null-space IK calls, each refining the last, then (if still off) up to 8 plain ones;
+        each series stops once the error is within IK_TOLERANCE / 4, or within IK_TOLERANCE and no
+        longer falling by IK_STALL."""
         best, best_err = seed, np.inf
         self._set(seed)
         for null_space in (True, False):
@@ -174,9 +181,10 @@ class KinematicsModel:
                 q = np.clip(np.array([sol[i] for i in self._arm_pos]), self.lower, self.upper)
                 reached, quat = self.fk(q)
                 err = float(np.linalg.norm(reached - position))
+                gain = 0.0
                 if err < best_err and 1 - abs(float(np.dot(quat, orientation))) < IK_ORIENTATION_TOLERANCE:
-                    best, best_err = q, err
-                if err < IK_TOLERANCE / 4:
+                    best, best_err, gain = q, err, best_err - err
+                if err < IK_TOLERANCE / 4 or (best_err < IK_TOLERANCE and gain < IK_STALL):
                     break
             if best_err < IK_TOLERANCE:
                 break
