@@ -44,12 +44,24 @@ from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
 from teachbot.learning.improver import Improver, Lesson, deadline_message
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
-from teachbot.nodes.common import TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
+from teachbot.nodes.common import (
+    DONE,
+    GONE,
+    TRANSCRIPT_QOS,
+    completion_publisher,
+    refuse_duplicate,
+    run_nodes,
+    wait_for_worker,
+    wait_served,
+)
 from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.skills.parameters import WORLDS, SkillParameters
 
-DESCRIBE_TIMEOUT = 2.0  # seconds one perception/describe_object call may take (a learned image model on the CPU)
+# seconds one perception/describe_object call may take (a learned image model on the CPU, a perception node busy with
+# camera frames on a loaded machine); the request's deadline bounds it too, and a perception node that leaves the
+# graph ends the wait at once
+DESCRIBE_TIMEOUT = 10.0
 STORE_WAIT = 0.5  # seconds to wait for memory/add_knowledge to be discovered before distilling nothing
 NO_STORE = "nothing distilled: no memory node serves memory/add_knowledge"
 PERCEPTION = "\0perception"  # the image cache's note of whether perception/describe_object is served (no object's name)
@@ -255,12 +267,12 @@ class ImprovementNode(Node):
         wait = min(DESCRIBE_TIMEOUT, deadline - time.monotonic())
         if wait <= 0 or self._closing.is_set() or cache[PERCEPTION] is None:
             return None
-        done = threading.Event()
         future = self.describe.call_async(DescribeObject.Request(name=name))
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(wait):
+        ended = wait_served(future, wait, self.describe.service_is_ready, stop=self._closing.is_set)
+        if ended != DONE:
             self.describe.remove_pending_request(future)
-            self.get_logger().info(f"no image of {name!r}: perception/describe_object did not answer in {wait:.1f} s")
+            why = "its node left the ROS graph" if ended == GONE else f"it did not answer in {wait:.1f} s"
+            self.get_logger().info(f"no image of {name!r}: perception/describe_object: {why}")
             return None
         reply = future.result()
         if reply is None or not reply.success or not len(reply.embedding):
