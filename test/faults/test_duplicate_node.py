@@ -20,22 +20,24 @@ from pathlib import Path
 
 import pytest
 
-ROUNDS = 10
+ROUNDS = 3  # make test: three races; make test-slow repeats the same race ten times
+SLOW_ROUNDS = 10
 START = 60.0  # seconds a node process may take to import, start or exit on a loaded machine
 ERROR = re.compile(r"error: a node named /skills is already running in ROS_DOMAIN_ID=(\d+) on this machine "
                    r"\(process (\d+)\); stop it or start this one under another name \(--ros-args -r __node:=skills_2\)")
 READY = "skills ready for"
 
 
-def test_two_at_once_one_runs_the_other_exits_2_and_after_kill_9_a_new_one_starts():
+@pytest.mark.parametrize("rounds", [ROUNDS, pytest.param(SLOW_ROUNDS, marks=pytest.mark.slow)])
+def test_two_at_once_one_runs_the_other_exits_2_and_after_kill_9_a_new_one_starts(rounds):
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}  # a domain of its own: not the session stack's
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")])
-    run = subprocess.run([sys.executable, "-u", __file__, "scenario"], env=env, capture_output=True, text=True,
-                         timeout=ROUNDS * 4 * START)
+    run = subprocess.run([sys.executable, "-u", __file__, "scenario", str(rounds)], env=env, capture_output=True,
+                         text=True, timeout=rounds * 4 * START)
     report = [line for line in run.stdout.splitlines() if line.startswith("round ")]
     print("\n".join(report))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-6000:]
-    assert len(report) == ROUNDS, run.stdout[-4000:]
+    assert len(report) == rounds, run.stdout[-4000:]
 
 
 def test_in_one_process_a_destroyed_nodes_name_is_free_and_a_living_ones_is_refused(ros_context):
@@ -211,11 +213,11 @@ def one_round(number: int, domain: int) -> str:
             p.stop()
 
 
-def scenario() -> None:
+def scenario(rounds: int) -> None:
     from teachbot.ros_env import configure_loopback
 
     domain = int(configure_loopback()["ROS_DOMAIN_ID"])
-    for number in range(1, ROUNDS + 1):
+    for number in range(1, rounds + 1):
         print(one_round(number, domain), flush=True)
 
 
@@ -230,6 +232,6 @@ def node() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1] == "scenario":
-        scenario()
+        scenario(int(sys.argv[2]))
     else:
         raise SystemExit(node())
