@@ -114,11 +114,24 @@ def slow_tests_selected(config) -> bool:
     return "slow" in (config.option.markexpr or "") or os.environ.get("TEACHBOT_SLOW_TESTS") == "1"
 
 
+def scheduled_first() -> dict[str, int]:
+    """The slowest test files, longest first, from test/schedule.txt (tools/test_durations.py writes it)."""
+    path = ROOT / "test" / "schedule.txt"
+    if not path.is_file():
+        return {}
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return {name: rank for rank, name in enumerate(line for line in lines if line)}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip the ``slow`` tests unless asked for, before their fixtures start a stack or a world."""
-    if slow_tests_selected(config):
-        return
-    skip = pytest.mark.skip(reason="opt-in slow test: run make test-slow (or -m slow, TEACHBOT_SLOW_TESTS=1)")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    """Skip the ``slow`` tests unless asked for, before their fixtures start a stack or a world; then put the
+    slowest files first (each file's tests stay together and in order), so that the test workers, which get
+    whole files in this order (tools/run_tests.sh: --dist loadfile --no-loadscope-reorder), end together."""
+    if not slow_tests_selected(config):
+        skip = pytest.mark.skip(reason="opt-in slow test: run make test-slow (or -m slow, TEACHBOT_SLOW_TESTS=1)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+    rank = scheduled_first()
+    last = len(rank)
+    items.sort(key=lambda item: rank.get(Path(str(item.path)).relative_to(ROOT).as_posix(), last))

@@ -263,6 +263,27 @@ def test_run_tests_rejects_a_stress_level_that_is_not_a_number() -> None:
     assert result.returncode == 2 and "whole numbers" in result.stderr
 
 
+def test_test_durations_ranks_files_and_writes_the_schedule_conftest_reads(tmp_path: Path) -> None:
+    """tools/test_durations.py sums a junitxml report per file; the schedule it writes puts the slowest first."""
+    report = tmp_path / "tests.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="test.test_fast" name="test_a" time="1.5"/>'
+        '<testcase classname="test.faults.test_slow" name="test_b" time="30.0"/>'
+        '<testcase classname="test.faults.test_slow" name="test_c" time="12.5"/>'
+        '</testsuite></testsuites>', encoding="utf-8")
+    schedule = tmp_path / "schedule.txt"
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "test_durations.py"), str(report), "--write-schedule",
+                             "--schedule", str(schedule)], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "44 s in 3 tests (2 files)" in result.stdout
+    entries = [line.split("#")[0].strip() for line in schedule.read_text().splitlines() if not line.startswith("#")]
+    assert entries == ["test/faults/test_slow.py", "test/test_fast.py"]
+    missing = subprocess.run([sys.executable, str(ROOT / "tools" / "test_durations.py"), str(tmp_path / "none.xml")],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 2 and "run the suite with --junitxml" in missing.stderr
+
+
 def test_compose_services_stay_off_host_network_and_use_known_launch_arguments() -> None:
     """Every service keeps DDS off the host; each `ros2 launch` names only arguments the node set declares."""
     from teachbot.nodeset import arguments

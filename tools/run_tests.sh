@@ -48,10 +48,12 @@ done
 
 # One test process per core (TEACHBOT_TEST_WORKERS overrides; 1 runs in this process). Whole files go to a
 # worker, so module fixtures stay in one process; each worker reserves a ROS domain of its own (conftest.py).
+# Files go out in collection order, which conftest.py begins with the slowest (test/schedule.txt), not
+# xdist's default of the files with the most tests first: a long file started last is the run's tail.
 workers=${TEACHBOT_TEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
 parallel=()
 if [[ $workers -gt 1 && " $* " != *" -n "* ]] && "$VENV/bin/python" -c "import xdist" 2>/dev/null; then
-  parallel=(-n "$workers" --dist loadfile)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 
 busy=()
