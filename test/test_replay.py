@@ -1,5 +1,5 @@
 """Replay regression: the shipped bags replay through `teachbot replay --check` with no LLM and no person,
-ten replays of one bag give identical transcripts, and a deliberately changed prompt is reported as the
+repeated replays of one bag give identical transcripts (three; ten in make test-slow), and a deliberately changed prompt is reported as the
 first divergence with a diff (non-zero exit status). The replays run as `teachbot` subprocesses on a
 ROS domain of their own, so they never meet this test session's stack."""
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.llm.base import prompt_digest
 from teachbot.recording.bag import ObjectRecord, RecordedCompletion, RecordedSession, WorldRecord
@@ -73,14 +74,14 @@ def test_world_comparison_relations_exact_positions_within_tolerance():
 # ----------------------------------------------------------------------------- whole-stack replays
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(pytest_timeout(600))
 def test_shipped_bags_replay_with_check():
     result = _teachbot("replay", *(str(BAGS / n) for n in SHIPPED), "--check", "--quiet")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("OK: ") == len(SHIPPED)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(pytest_timeout(900))
 def test_household_demonstrations_replay_with_check():
     """Bring me some juice, clean the table, go to the counter slowly (learned, scoped to the counter):
     each replays in the household simulation with the recorded transcript and the recorded world."""
@@ -89,18 +90,21 @@ def test_household_demonstrations_replay_with_check():
     assert result.stdout.count("OK: ") == len(HOUSEHOLD)
 
 
-@pytest.mark.timeout(900)
-def test_ten_replays_give_identical_transcripts(tmp_path):
-    result = _teachbot("replay", str(BAGS / SHORTEST), "--check", "--quiet", "--times", "10", "--out", str(tmp_path))
+@pytest.mark.timeout(pytest_timeout(900))
+@pytest.mark.parametrize("times", [3, pytest.param(10, marks=pytest.mark.slow)])
+def test_repeated_replays_give_identical_transcripts(tmp_path, times):
+    """Replays of one bag in one process agree with the recording and with each other: three in make test,
+    ten in make test-slow (the same check, more repetitions)."""
+    result = _teachbot("replay", str(BAGS / SHORTEST), "--check", "--quiet", "--times", str(times), "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = [RecordedSession.load(p) for p in sorted(tmp_path.iterdir())]
-    assert len(runs) == 10
+    assert len(runs) == times
     recorded = RecordedSession.load(BAGS / SHORTEST)
     assert all(run.transcript == recorded.transcript for run in runs)
     assert all([c.prompt_digest for c in run.completions] == [c.prompt_digest for c in recorded.completions] for run in runs)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(pytest_timeout(600))
 def test_a_changed_prompt_is_caught_as_the_first_divergence_with_a_diff(tmp_path):
     share = tmp_path / "share"
     for name in ("config", "prompts"):
