@@ -7,6 +7,7 @@ import gc
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.console.bounds import Bounds
@@ -20,7 +21,7 @@ from teachbot.errors import ArgumentTooLarge, ConfigError
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.llm.scripted import ScriptedModel
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(pytest_timeout(60))
 
 BOUNDS = Bounds()
 SAY_ERROR = ("ArgumentTooLarge: say() takes at most 2000 characters (bounds.max_say_chars in config/interaction.yaml), "

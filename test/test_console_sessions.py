@@ -5,6 +5,7 @@ Each asserts on the simulator's ground truth after the run and on the transcript
 from __future__ import annotations
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import PromptBuilder
@@ -14,7 +15,7 @@ from teachbot.console.session import ConsoleSession, SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.llm.scripted import ScriptedModel
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(pytest_timeout(180))
 
 SCENE = """
 objects:

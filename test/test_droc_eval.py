@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from timing import pytest_timeout
 
 from teachbot.cli import main
 from teachbot.errors import ConfigError
@@ -23,7 +24,7 @@ from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble,
 from teachbot.evaluation.droc_tasks import load_tasks
 from teachbot.paths import config_path
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(pytest_timeout(600))
 
 MAT = "square drink mat"
 ALL = ("droc", "droc-no-prior", "droc-no-visual", "droc-all-history", "cap")

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc_tasks import PROFILES, DrocTask, ThingTruth, Truth, load_tasks, variants_by_role
@@ -24,7 +25,7 @@ from teachbot.paths import config_path
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.parameters import SkillParameters
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 
 TASKS = load_tasks()
 BY_ID = {t.id: t for t in TASKS}

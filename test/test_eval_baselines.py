@@ -6,6 +6,7 @@ dynamic-cap stores a successful program and the next run's prompt holds it, so i
 from __future__ import annotations
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.evaluation.baselines import (
     CapPrompt,
@@ -22,7 +23,7 @@ from teachbot.evaluation.runner import run_sweep
 from teachbot.evaluation.sweep import SweepConfig
 from teachbot.llm.base import SYSTEM_END
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(pytest_timeout(900))
 
 
 def factory(model_class=PlanProgramModel, **options):

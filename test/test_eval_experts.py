@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.tabletop_api import TabletopRobot
@@ -68,7 +69,7 @@ def report(task: type[Task], outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.timeout(60 + 60 * EXPERT_SCENES)
+@pytest.mark.timeout(pytest_timeout(60 + 60 * EXPERT_SCENES))
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.key)
 def test_expert_solves_sampled_scenes(task, client):
     outcomes = [run_expert(client, e) for e in episodes(task, EXPERT_SCENES, seed=1)]
@@ -78,7 +79,7 @@ def test_expert_solves_sampled_scenes(task, client):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(60 + 20 * FULL_SCENES)
+@pytest.mark.timeout(pytest_timeout(60 + 20 * FULL_SCENES))
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.key)
 def test_expert_solves_48_of_50_scenes(task, client):
     outcomes = [run_expert(client, e) for e in episodes(task, FULL_SCENES, seed=2)]

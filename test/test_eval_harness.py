@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.evaluation.doubles import ErrOnceModel, ImitatorModel, OracleModel, TeacherModel
@@ -16,7 +17,7 @@ from teachbot.evaluation.person import PersonConfig
 from teachbot.evaluation.runner import run_sweep
 from teachbot.evaluation.sweep import SweepConfig
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(pytest_timeout(900))
 
 
 def factory(kind):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
@@ -15,7 +16,7 @@ from teachbot.evaluation.multitask_world import MultitaskWorld
 from teachbot.sim.direct import DirectSkills
 from teachbot.skills.household_gestures import POINT_HEIGHT
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 POINT_COLORS = ("red apple", "red mug", "yellow block", "yellow banana", "blue block", "green block")
 
 

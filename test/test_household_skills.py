@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
@@ -15,7 +16,7 @@ from teachbot.sim.household_layout import surface_offset
 from teachbot.sim.household_scene import household_scene_from_yaml
 from teachbot.skills.household import HouseholdSkills
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 
 
 @pytest.fixture()

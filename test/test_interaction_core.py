@@ -8,6 +8,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from timing import deadline, pytest_timeout
 
 from teachbot.console.budget import SHORTENED, PromptTooLong, TokenBudget
 from teachbot.console.dialog import DialogChannel
@@ -26,13 +27,13 @@ from teachbot.interaction import (
 from teachbot.llm.base import SYSTEM_END, UNREACHABLE, LLMError, split_system
 from teachbot.llm.scripted import ScriptedModel
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 
 def wait_until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < until, f"timed out waiting for {what}"
         time.sleep(0.02)
 
 

@@ -22,6 +22,7 @@ import ros_graph
 from teachbot_interfaces.msg import KnowledgeEntry as KnowledgeEntryMsg
 from teachbot_interfaces.msg import MemoryUpdate, ObjectList
 from teachbot_interfaces.srv import AddKnowledge, DescribeObject, Improve, RetrieveKnowledge
+from timing import pytest_timeout, timeout
 
 from teachbot.knowledge import ColourDepthDescriptor, KnowledgeConfig, KnowledgeEntry, Provenance, similarity
 from teachbot.llm.scripted import ScriptedModel
@@ -33,7 +34,7 @@ from teachbot.nodes.knowledge_convert import entry_from_msg, entry_to_msg
 from teachbot.nodes.memory_node import MemoryNode
 from teachbot.nodes.perception_node import PerceptionNode
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(pytest_timeout(500))
 
 DESCRIPTOR = ColourDepthDescriptor(KnowledgeConfig.load().descriptor)  # what config/knowledge.yaml names (classic)
 
@@ -280,7 +281,7 @@ class Teacher(ScriptedModel):
 
 def improve(g: Graph, **fields) -> Improve.Response:
     client = g.client(Improve, "/improvement/improve")
-    wall = time.time() + 30.0
+    wall = time.time() + timeout(30.0)
     request = Improve.Request(profile="tabletop", episode_id="ep-42", transcript=TRANSCRIPT, scene_objects=OBJECTS, **fields)
     request.deadline.sec, request.deadline.nanosec = int(wall), int((wall % 1) * 1e9)
     return call(client, request, timeout=40.0)
@@ -291,8 +292,8 @@ def test_the_improvement_node_distils_knowledge_into_memory(graphs, perception, 
     memory = memory_node(tmp_path)
     g = graphs(perception, memory, ImprovementNode(model=teacher, mode="improve", robot_id="panda-test"))
     see(g, set(OBJECTS))
-    g.client(DescribeObject, "/perception/describe_object").wait_for_service(timeout_sec=10.0)
-    g.nodes[2].knowledge.wait_for_service(timeout_sec=10.0)
+    g.client(DescribeObject, "/perception/describe_object").wait_for_service(timeout_sec=timeout(10.0))
+    g.nodes[2].knowledge.wait_for_service(timeout_sec=timeout(10.0))
 
     reply = improve(g, distill_only=True)
     assert reply.stored, reply.message
@@ -332,7 +333,7 @@ def test_distill_only_without_a_knowledge_store_switched_off_or_without_percepti
     g.close()
     off = ImprovementNode(model=teacher, mode="improve", distill=False)
     g = graphs(off, memory_node(tmp_path))
-    off.knowledge.wait_for_service(timeout_sec=10.0)
+    off.knowledge.wait_for_service(timeout_sec=timeout(10.0))
     reply = improve(g, distill_only=True)
     assert not reply.stored and "distill parameter is false" in reply.message and teacher.extractions == 0
     g.close()
@@ -349,8 +350,9 @@ def test_describe_object_in_the_household_world():
     """perception/describe_object with observe: world_state (the mast camera's segmentation), in a child process
     on its own ROS domain (the household stack's nodes share names with the tabletop stack of this process)."""
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"), env.get("PYTHONPATH", "")])
-    run = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=150)
+    root = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(root / "test"), env.get("PYTHONPATH", "")])
+    run = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=pytest_timeout(400))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
     assert "ok: household describe_object" in run.stdout, run.stdout
 
@@ -366,7 +368,7 @@ def _household_scenario() -> None:
     specs = node_set("sim", {"world": "household", "real_time_factor": 4.0, "camera": True},
                      only=("sim", "skills", "perception"), extra_parameters={"sim": {"camera_rate": 2.0}})
     stack = InProcessStack.from_node_set(specs)
-    stack.start()
+    stack.start(wait=timeout(60.0))
     probe = rclpy.create_node("describe_probe")
     try:
         assert stack.client.reset(seed=0).success
@@ -375,11 +377,11 @@ def _household_scenario() -> None:
 
         def ask(name: str) -> DescribeObject.Response:
             future = describe.call_async(DescribeObject.Request(name=name))
-            rclpy.spin_until_future_complete(probe, future, timeout_sec=20.0)
+            rclpy.spin_until_future_complete(probe, future, timeout_sec=timeout(20.0))
             assert future.done(), "perception/describe_object did not answer"
             return future.result()
 
-        assert describe.wait_for_service(timeout_sec=20.0)
+        assert describe.wait_for_service(timeout_sec=timeout(20.0))
         wait_until(lambda: perception.household.visible and len(perception.scene.objects()) > 1, what="the mast camera's view")
         time.sleep(1.5)  # the objects settle after the reset; the robot stands still from now on
         visible = sorted(perception.household.visible)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from rclpy.executors import SingleThreadedExecutor
+from timing import deadline, pytest_timeout
 
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory.config import MemoryConfig
@@ -19,14 +20,14 @@ from teachbot.nodes.memory_node import MemoryNode
 from teachbot.nodes.perception_node import PerceptionNode
 from teachbot.recording.scripted_sessions import IMPROVED, SCENE  # the learning episode of test/bags/
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(pytest_timeout(480))
 
 
 
 def wait_until(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < until, f"timed out waiting for {what}"
         time.sleep(0.05)
 
 

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError, ErrorCode, PlaceFailedError, SceneSpecError
 from teachbot.evaluation.multitask_world import MultitaskWorld, multitask_catalog
@@ -15,7 +16,7 @@ from teachbot.sim.direct import WorldHousehold
 from teachbot.skills.household import Thing
 from teachbot.skills.household_containers import CONTAINER_EDGE, CONTAINER_GAP, Outline, apart, container_spot, inside, takes
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 SCENES = {  # task -> (its place, its objects: fixtures first)
     "sort": ("table", ["box 1", "box 2", "fresh apple", "red cup", "orange", "ripe banana", "knife", "spoon"]),
     "fruit_bowl": ("counter", ["bowl", "green apple", "pear", "yellow cube", "small banana", "blue cup"]),
@@ -205,7 +206,7 @@ def test_the_jello_ingredients_go_to_the_person(multitask):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(pytest_timeout(900))
 def test_every_thing_of_every_scene_can_be_grasped_and_put_back(multitask):
     """All five scenes at once: each pickable thing to its place and back (run with -m slow or TEACHBOT_SLOW_TESTS=1)."""
     multitask.load(*SCENES)

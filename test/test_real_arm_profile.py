@@ -12,13 +12,14 @@ import rclpy
 from fake_controller import FakeController
 from rclpy.executors import MultiThreadedExecutor
 from teachbot_interfaces.msg import DetectedObject, ObjectList, SkillResult
+from timing import pytest_timeout
 
 from teachbot.nodes.common import LATCHED_QOS
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.nodes.skills_node import SkillsNode
 from teachbot.robot_profile import RobotProfile
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import glob
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.llm.base import SYSTEM_END, prompt_digest
 from teachbot.recording.bag import SESSION_TOPIC, WORLD_STATE_TOPIC, BagError, BagWriter, RecordedSession, SessionSpec, TopicSpec
@@ -16,7 +17,7 @@ from teachbot.recording.types import interface_definitions, typestore
 BAGS = Path(__file__).parent / "bags"
 SHIPPED = sorted(p.name for p in BAGS.iterdir() if (p / "metadata.yaml").is_file())
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(pytest_timeout(240))
 
 
 def test_every_interface_type_is_in_the_typestore_with_a_schema():

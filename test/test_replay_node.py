@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timing import pytest_timeout, timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORTEST = ROOT / "test" / "bags" / "plain_task"
@@ -26,9 +27,9 @@ RESULT = "replay/result: "
 def _replay(bag: Path, tmp_path: Path) -> tuple[int, str, str]:
     """(the replay node's exit status, its replay/result message, the output) of one replay of ``bag``."""
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}  # a domain of its own
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "test")])
     result = subprocess.run([sys.executable, __file__, str(bag), str(tmp_path / "learned")], capture_output=True,
-                            text=True, env=env, timeout=120, cwd=ROOT)
+                            text=True, env=env, timeout=pytest_timeout(300), cwd=ROOT)
     output = result.stdout + result.stderr
     messages = [line[len(RESULT):] for line in result.stdout.splitlines() if line.startswith(RESULT)]
     assert len(messages) == 1, output[-4000:]
@@ -55,7 +56,7 @@ def _altered_copy(source: Path, target: Path, topic: str, change: Callable[[Any,
             writer.write(connections[connection.id], stamp, raw)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(pytest_timeout(400))
 def test_the_replay_node_set_reproduces_the_shortest_bag(tmp_path: Path) -> None:
     status, result, output = _replay(SHORTEST, tmp_path)
     assert result.startswith("OK: "), output[-4000:]
@@ -63,7 +64,7 @@ def test_the_replay_node_set_reproduces_the_shortest_bag(tmp_path: Path) -> None
     assert status == 0
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(pytest_timeout(400))
 def test_a_changed_utterance_in_the_bag_is_a_divergence(tmp_path: Path) -> None:
     """The person now asks for another bowl: the transcript shows it, the recorded LLM has no answer."""
     from teachbot.recording.bag import RecordedSession
@@ -79,7 +80,7 @@ def test_a_changed_utterance_in_the_bag_is_a_divergence(tmp_path: Path) -> None:
     assert status == 1
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(pytest_timeout(400))
 def test_a_prompt_the_recording_does_not_have_is_a_divergence(tmp_path: Path) -> None:
     """The recorded second interaction prompt altered: the scripted LLM has no completion for the real one."""
     bag = tmp_path / "altered"
@@ -112,14 +113,14 @@ def main(bag: str, learned_dir: str) -> int:
                                 "perception_backend": "sim_ground_truth"})
     assert [s.name for s in specs][-3:] == ["improvement", "interaction_manager", "replay"]
     stack = InProcessStack.from_node_set(specs)
-    stack.start()
+    stack.start(wait=timeout(60.0))
     try:
         results: list[str] = []
         arrived = threading.Event()
         listener = rclpy.create_node("replay_listener")
         listener.create_subscription(String, "replay/result", lambda msg: (results.append(msg.data), arrived.set()), LATCHED_QOS)
         stack.add_node(listener)
-        if not arrived.wait(90.0):
+        if not arrived.wait(timeout(90.0)):
             print("nothing arrived on replay/result", flush=True)
             return 3
         print(RESULT + results[0].replace("\n", "\\n"), flush=True)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import ErrorCode
 from teachbot.sim.scene import TabletopConfig
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 
 TABLE = TabletopConfig.load()
 ONE_BLOCK = "objects:\n  - {category: block, color: red, position: [0.0, -0.45]}\n"

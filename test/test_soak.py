@@ -11,10 +11,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 EPISODES, WARMUP = 30, 10
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(pytest_timeout(240))
 
 
 @pytest.fixture(scope="module")

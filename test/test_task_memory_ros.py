@@ -26,6 +26,7 @@ from rclpy.action import ActionServer
 from teachbot_interfaces.action import HouseholdSkill
 from teachbot_interfaces.msg import DetectedObject, DialogTurn, ObjectList, SkillResult, ThingState, ThingStates, TranscriptUpdate
 from teachbot_interfaces.srv import BeginTask, LogTaskAction, QueryTaskMemory
+from timing import deadline, pytest_timeout, timeout
 
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory.episodic import EpisodicMemory
@@ -35,7 +36,7 @@ from teachbot.nodes.task_memory_client import perceived_environment
 from teachbot.nodes.task_memory_service import environment_to_msgs
 from teachbot.taskmemory import ObjectInfo, TaskLogStore, TaskMemory, TaskMemoryConfig
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(300))
 
 CONFIG = TaskMemoryConfig.load()
 SORT_STEPS = ["put the apple into box 1", "put the banana into box 1", "put the red cup into box 2", "put the knife into box 2"]
@@ -201,23 +202,23 @@ class MemoryProcess:
         with log.open("w") as err:
             self.process = subprocess.Popen([sys.executable, __file__, "serve", str(root)], env=child_env(),
                                             stdout=subprocess.PIPE, stderr=err, text=True)
-        deadline = time.monotonic() + 60.0
+        until = deadline(90.0)
         line = ""
         while "serving" not in line:
             assert self.process.poll() is None, f"the memory process died: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "the memory process did not start"
+            assert time.monotonic() < until, "the memory process did not start"
             if select.select([self.process.stdout], [], [], 0.2)[0]:
                 line = self.process.stdout.readline()
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10.0)
+        self.process.wait(timeout=timeout(10.0))
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10.0)
+                self.process.wait(timeout=timeout(10.0))
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -344,7 +345,7 @@ def transcript_value(lines: list[str], statement: str):
 
 def test_the_interaction_manager_logs_through_the_memory_node_and_falls_back(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, __file__, "manager", str(tmp_path)], env=child_env(domain=False),
-                         capture_output=True, text=True, timeout=110)
+                         capture_output=True, text=True, timeout=pytest_timeout(280))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     assert "ok: interaction manager" in run.stdout, run.stdout
 

@@ -11,6 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
+from timing import pytest_timeout
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -23,7 +24,7 @@ from teachbot.web.hub import Hub, RobotUnavailable
 from teachbot.web.protocol import Limits, RateLimit, Refused, clean_text, parse
 from teachbot.web.server import WebServer
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(pytest_timeout(60))
 TOKEN = "correct-horse-battery-staple"
 
 

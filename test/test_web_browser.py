@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from timing import deadline, pytest_timeout, timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -33,7 +34,7 @@ SCENE = """objects:
 """
 GREEN = "When the person says 'the block', take the green block."
 
-pytestmark = [pytest.mark.timeout(420),
+pytestmark = [pytest.mark.timeout(pytest_timeout(420)),
               pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not "
                                  "installed (make setup installs them when run as root: apt-get install chromium chromium-driver)")]
 
@@ -63,7 +64,7 @@ def serve(directory: str) -> None:
                      only=("sim", "skills", "perception", "memory"))
     rclpy.init()
     stack = InProcessStack.from_node_set(specs)
-    stack.start(wait=120.0)
+    stack.start(wait=timeout(120.0))
     stack.add_node(ImprovementNode(model=teacher_model(), mode="improve", distill=False))
     stack.add_node(InteractionManagerNode(interaction_model=robot_model(), function_model=ScriptedModel([]),
                                           dialog_timeout=120.0, examples_k=4, corrections=False))
@@ -86,9 +87,9 @@ class Robot:
         self.proc = subprocess.Popen([sys.executable, __file__, "serve", str(directory)], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
-        deadline = time.monotonic() + 240
+        until = deadline(240)
         self.url = ""
-        while time.monotonic() < deadline and not self.url:
+        while time.monotonic() < until and not self.url:
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -101,7 +102,7 @@ class Robot:
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=timeout(30))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -128,7 +129,7 @@ class Person:
         from selenium.webdriver.support.ui import WebDriverWait
 
         self.driver, self.by = driver, By
-        self.wait = lambda timeout=60: WebDriverWait(driver, timeout, poll_frequency=0.05)
+        self.wait = lambda seconds=60: WebDriverWait(driver, timeout(seconds), poll_frequency=0.05)
         driver.get(url)
         self.until(lambda d: self.text("connection") == "connected", "the page to connect")
 
@@ -138,9 +139,9 @@ class Person:
     def text(self, element_id: str) -> str:
         return self.find(element_id).text
 
-    def until(self, check, what: str, timeout: float = 90):
+    def until(self, check, what: str, seconds: float = 90):
         try:
-            return self.wait(timeout).until(check)
+            return self.wait(seconds).until(check)
         except Exception:
             raise AssertionError(f"the page did not show {what}; dialog:\n{self.text('dialog')}\nconsole:\n"
                                  f"{self.text('transcript')}\nnote: {self.text('note')}") from None

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.registry import RobotApi
@@ -20,7 +21,7 @@ from teachbot.learning.improver import Improver
 from teachbot.memory import InteractionExample, MemoryStore
 from teachbot.web.scripted import robot_model, teacher_model
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 SCENE = ["blue bowl", "green block", "red block", "yellow block"]
 
 

@@ -10,6 +10,7 @@ from ros_graph import Graph, call, wait_until
 from teachbot_interfaces.msg import DialogTurn, MemoryUpdate
 from teachbot_interfaces.msg import InteractionExample as ExampleMsg
 from teachbot_interfaces.srv import Improve
+from timing import pytest_timeout
 
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
@@ -19,7 +20,7 @@ from teachbot.nodes.memory_node import MemoryNode, to_msg
 from teachbot.web.node import WebNode
 from teachbot.web.scripted import teacher_model
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(240))
 TRANSCRIPT = """>>> wait_for_trigger()
 {'type': 'dialog', 'text': 'put the block in the blue bowl'}
 >>> put_first_on_second('red block', 'blue bowl')

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from timing import pytest_timeout
 
 pytest.importorskip("openai")
 
@@ -35,7 +36,7 @@ from teachbot.llm import load_llm_config, model_from_config, role_settings  # no
 from teachbot.llm.capabilities import REGISTRY  # noqa: E402
 from teachbot.llm.openai_model import OpenAIModel  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 CONFIG = load_llm_config()  # the shipped config/llm.yaml: its retry settings are the bound asserted here
 INTERACTION = load_yaml(resolve_config("interaction"))["interaction"]  # the session rules, bounds, approval

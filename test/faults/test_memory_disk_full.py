@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import TeachbotError
 from teachbot.knowledge.entry import KnowledgeEntry, KnowledgeError
@@ -29,7 +30,7 @@ from teachbot.memory.example import LEARNED, InteractionExample, MemoryStoreErro
 from teachbot.memory.store import MemoryStore
 from teachbot.taskmemory.log import TaskLogError, TaskLogStore
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(pytest_timeout(60))
 
 ROOM = 8192  # bytes left free before the big write: less than it needs, so it starts and fails
 
