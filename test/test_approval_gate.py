@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from timing import deadline, pytest_timeout
 
 from teachbot.console.approval import ApprovalConfig, ApprovalGate
 from teachbot.console.dialog import DialogChannel
@@ -19,7 +20,7 @@ from teachbot.errors import ConfigError, MotionNotApproved
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.llm.scripted import ScriptedModel
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 SHIPPED = Path(__file__).resolve().parents[1] / "config" / "approval.yaml"
 CALL = "put_first_on_second('red block', 'blue bowl')"
@@ -91,7 +92,8 @@ def test_no_answer_within_the_dialog_timeout_refuses(tmp_path):
     with pytest.raises(MotionNotApproved, match=r"put_first_on_second\('red block', 'blue bowl'\) was not approved.*"
                                                 r"nobody answered within 0.2 s"):
         functions["put_first_on_second"]("red block", "blue bowl")
-    assert 0.15 < time.monotonic() - started < 2.0
+    # the property: it gave up at its own 0.2 s (not at config/interaction.yaml's 300 s dialog timeout)
+    assert 0.15 < time.monotonic() - started < 10.0
     assert table.moves == [] and len(said) == 1
 
 
@@ -268,9 +270,9 @@ class Robot:
 
 
 def wait_until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < until, f"timed out waiting for {what}"
         time.sleep(0.02)
 
 
@@ -329,7 +331,7 @@ def test_waiting_for_the_answer_is_not_robot_time(tmp_path):
     functions = gate.wrap(Table({}).functions())
     clock = RobotClock(per_snippet=10.0, per_episode=10.0)
     began = time.monotonic()
-    threading.Timer(0.5, dialog.put_user, ("yes",)).start()
+    threading.Timer(2.0, dialog.put_user, ("yes",)).start()  # two seconds of thought: counted, they would show
     with clock.motion("put_first_on_second"):
         assert functions["put_first_on_second"]("red block", "blue bowl") == "success"
-    assert time.monotonic() - began >= 0.45 and clock.snippet < 0.3, clock.snippet
+    assert time.monotonic() - began >= 1.95 and clock.snippet < 1.0, clock.snippet

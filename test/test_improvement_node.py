@@ -11,11 +11,12 @@ import pytest
 import rclpy
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from teachbot_interfaces.srv import AddExample, Improve
+from timing import deadline, pytest_timeout, timeout
 
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.nodes.improvement_node import ImprovementNode
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 TRANSCRIPT = """>>> wait_for_trigger()
 {'type': 'dialog', 'text': 'put the block in the blue bowl'}
@@ -38,17 +39,16 @@ def test_improve_answers_without_other_traffic(ros_context):
     try:
         client = caller.create_client(Improve, "/improvement/improve")
         done = threading.Event()
-        assert client.wait_for_service(timeout_sec=10.0)
+        assert client.wait_for_service(timeout_sec=timeout(10.0))
         future = client.call_async(Improve.Request(profile="tabletop", transcript=TRANSCRIPT))
         future.add_done_callback(lambda _f: done.set())
         caller_exec = SingleThreadedExecutor()
         caller_exec.add_node(caller)
         # the caller only spins until the answer arrives; the improvement node has no timers or
         # subscriptions, so only the worker's completion can wake its executor
-        deadline = 20.0
-        while not done.is_set() and deadline > 0:
+        until = deadline(20.0)
+        while not done.is_set() and time.monotonic() < until:
             caller_exec.spin_once(timeout_sec=0.1)
-            deadline -= 0.1
         assert done.is_set(), "the improvement service never answered: its executor was not woken"
         assert teacher.served == 1
         response = future.result()
@@ -102,8 +102,8 @@ class Graph:
         self.spinner.start()
         self.caller = rclpy.create_node(f"caller_{name}")
         self.client = self.caller.create_client(Improve, "/improvement/improve")
-        assert self.client.wait_for_service(timeout_sec=10.0)
-        assert self.node.memory.wait_for_service(timeout_sec=10.0)
+        assert self.client.wait_for_service(timeout_sec=timeout(10.0))
+        assert self.node.memory.wait_for_service(timeout_sec=timeout(10.0))
 
     def _add(self, request: AddExample.Request, response: AddExample.Response) -> AddExample.Response:
         self.added.append(request)
@@ -116,7 +116,7 @@ class Graph:
             wall = time.time() + deadline_in
             request.deadline.sec, request.deadline.nanosec = int(wall), int((wall % 1) * 1e9)
         future = self.client.call_async(request)
-        rclpy.spin_until_future_complete(self.caller, future, timeout_sec=30.0)
+        rclpy.spin_until_future_complete(self.caller, future, timeout_sec=timeout(30.0))
         assert future.done(), "the improvement service never answered"
         return future.result()
 
@@ -143,7 +143,7 @@ def graph(ros_context, request):
 def test_a_normal_request_stores_the_lesson(graph):
     teacher = SlowTeacher()
     g = graph(teacher)
-    response = g.improve(deadline_in=30.0)
+    response = g.improve(deadline_in=timeout(30.0))
     assert response.stored, response.message
     assert response.example_id == "learned-1" and response.message == BETTER
     assert response.problem == "The robot took the red block, but the person meant the green block."
@@ -155,17 +155,22 @@ def test_a_normal_request_stores_the_lesson(graph):
 
 
 def test_a_deadline_passing_during_the_chain_stores_nothing(graph):
-    teacher = SlowTeacher(pause=1.0)
+    # the deadline (the product's, on the wall) falls between the first answer (3 s) and the second (6 s): the chain
+    # stops before its third call. 1.5 s either side leave room for a loaded machine's delays (not scaled: the
+    # ratio is the point)
+    teacher = SlowTeacher(pause=3.0)
     g = graph(teacher)
-    response = g.improve(deadline_in=1.5)  # the second answer comes after it: the chain stops before its third call
+    response = g.improve(deadline_in=4.5)
     assert not response.stored and "deadline" in response.message and "nothing was stored" in response.message
     assert len(teacher.prompts) == 2 and g.added == []
 
 
 def test_a_chain_finishing_inside_the_store_margin_stores_nothing(graph):
-    teacher = SlowTeacher(pause=0.35)  # four answers in ~1.4 s; then under store_margin (2 s) of 3 s is left
+    # four answers in ~4 s, the fourth asked for at ~3 s, 2.5 s before the deadline; then under store_margin (2 s)
+    # of the 5.5 s is left. A loaded machine's delays of up to 2.5 s change nothing (not scaled: the margin is not)
+    teacher = SlowTeacher(pause=1.0)
     g = graph(teacher)
-    response = g.improve(deadline_in=3.0)
+    response = g.improve(deadline_in=5.5)
     assert not response.stored and "deadline" in response.message and "nothing was stored" in response.message
     assert len(teacher.prompts) == 4 and g.added == []
     assert response.improved_transcript == IMPROVED  # the lesson was good: only its timing refused it
@@ -177,4 +182,5 @@ def test_a_deadline_already_past_is_refused_at_once(graph):
     started = time.monotonic()
     response = g.improve(deadline_in=-1.0)
     assert not response.stored and "deadline had passed" in response.message and "nothing was stored" in response.message
-    assert teacher.prompts == [] and g.added == [] and time.monotonic() - started < 5.0
+    # at once: no LLM call, and the answer long before the chain's own 120 s deadline (config/learning.yaml)
+    assert teacher.prompts == [] and g.added == [] and time.monotonic() - started < 10.0

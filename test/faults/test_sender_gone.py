@@ -16,18 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
+from timing import deadline, pytest_timeout
 
 DURATION = 8.0  # seconds of the probe's trajectory
 LEAVE_AFTER = 1.0  # seconds into it the sender leaves
-HOLD_WITHIN = 1.5  # seconds after leaving by which the arm must be still (a clean leave: no lease to wait out)
+# seconds after leaving by which the arm must be still (a clean leave: no lease to wait out): the property, on the wall
+HOLD_WITHIN = 1.5
 
 
 @pytest.mark.parametrize("sender_leaves", [True, False])
 def test_the_sim_holds_the_arm_when_the_trajectory_sender_leaves_the_graph(sender_leaves: bool) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")])
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(root / "test"), env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, __file__, "leave" if sender_leaves else "stay"], env=env,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=pytest_timeout(240))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     print(run.stdout)
 
@@ -60,9 +63,9 @@ def scenario(leave: bool) -> None:
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 30.0
+        until = deadline(30.0)
         while not (joints and sim.count_subscribers(sim.profile.topics["joint_trajectory"]) and publisher.get_subscription_count()):
-            assert time.monotonic() < deadline, "the sim and the probe did not discover each other"
+            assert time.monotonic() < until, "the sim and the probe did not discover each other"
             time.sleep(0.05)
         start = joints[-1][1]
         goal = start.copy()
@@ -74,21 +77,30 @@ def scenario(leave: bool) -> None:
                                                    time_from_start=Duration(sec=int(t), nanosec=int((t % 1) * 1e9))))
         publisher.publish(msg)
         time.sleep(LEAVE_AFTER)
-        assert float(np.abs(joints[-1][1][0] - start[0])) > 0.02, "the arm did not start moving"
+        until = deadline(10.0)  # a loaded machine may deliver the trajectory, or run the sim, late: wait for the motion
+        while float(np.abs(joints[-1][1][0] - start[0])) <= 0.02:
+            assert time.monotonic() < until, "the arm did not start moving"
+            time.sleep(0.02)
         left = time.monotonic()
         if leave:
             probe.destroy_publisher(publisher)  # as the skills node's process dying does, without the lease
-        time.sleep(HOLD_WITHIN)
+        time.sleep(HOLD_WITHIN + 0.6)
+        until = deadline(10.0)  # joint states that arrived from HOLD_WITHIN - 0.5 s after leaving to 0.6 s later at least
+        while not any(t > left + HOLD_WITHIN + 0.6 for t, _ in joints):
+            assert time.monotonic() < until, "no joint states after the sender left"
+            time.sleep(0.02)
         window = [q for t, q in joints if t > left + HOLD_WITHIN - 0.5]
-        time.sleep(0.6)
-        window += [q for t, q in joints if t > time.monotonic() - 0.6]
         moved = float(np.abs(window[-1][0] - window[0][0]))
         travelled = float(np.abs(joints[-1][1][0] - start[0]))
         print(f"sender {'left' if leave else 'stayed'}: moved {moved:.4f} rad in the last second, {travelled:.3f} of 0.8 rad")
         if leave:
             assert moved < 2e-3, f"the arm still moved {moved:.4f} rad {HOLD_WITHIN} s after its sender left"
             assert travelled < 0.6, f"the arm went on to {travelled:.3f} rad of 0.8 after its sender left"
-        else:  # the control: with the sender alive the same trajectory goes on
+        else:  # the control: with the sender alive the same trajectory goes on (on a loaded machine the sim may run
+            # slower than the wall: its motion is waited for, not timed)
+            until = deadline(10.0)
+            while (moved := float(np.abs(joints[-1][1][0] - window[0][0]))) <= 0.05 and time.monotonic() < until:
+                time.sleep(0.02)
             assert moved > 0.05, f"the arm moved only {moved:.4f} rad with its sender alive"
     finally:
         executor.shutdown(timeout_sec=2.0)
