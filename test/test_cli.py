@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from timing import deadline, pytest_timeout, timeout
 
 from teachbot.cli import COMMANDS, build_parser, main
 from teachbot.commands._args import node_set_values
@@ -100,7 +101,7 @@ def store_config(tmp_path: Path) -> Path:
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """``teachbot ARGV`` as a separate process: exit status, stdout, stderr."""
-    done = subprocess.run([str(TEACHBOT), *argv], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([str(TEACHBOT), *argv], capture_output=True, text=True, timeout=pytest_timeout(120), check=False)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -171,8 +172,8 @@ def test_sim_runs_until_sigterm(tmp_path: Path) -> None:
     try:
         selector = selectors.DefaultSelector()
         selector.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 120
-        while not any("ready" in line for line in out) and time.monotonic() < deadline and proc.poll() is None:
+        until = deadline(120)
+        while not any("ready" in line for line in out) and time.monotonic() < until and proc.poll() is None:
             if selector.select(timeout=1.0):
                 out.append(proc.stdout.readline())
         ready = next((line for line in out if "ready" in line), None)
@@ -180,7 +181,7 @@ def test_sim_runs_until_sigterm(tmp_path: Path) -> None:
         assert ready.startswith("teachbot sim ready in ")
         assert ": sim, skills, perception, memory on ROS_DOMAIN_ID=" in ready
         proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=60)
+        rest, err = proc.communicate(timeout=timeout(60))
     finally:
         if proc.poll() is None:
             proc.kill()

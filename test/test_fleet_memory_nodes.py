@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 from pg_server import PgServer, pg_server  # noqa: F401 - the fixture
+from timing import deadline, timeout
 
 GOAL_S = 1.0  # a lesson learned on one robot is in the others' retrieval within this (issue 16)
 BACK_S = 8.0  # after the server is back: listener backoff (<= 2 s), reconnect, flush and catch-up, under load
@@ -114,7 +115,7 @@ def child(dsn: str, robot: str, workdir: str) -> int:
                 break
     finally:
         stop.set()
-        watcher.join(timeout=35.0)
+        watcher.join(timeout=timeout(35.0))
         graph.close()
         node.close()
         node.destroy_node()
@@ -175,9 +176,9 @@ class Robot:
 
     def wait_for(self, key: str, timeout: float) -> dict[str, Any]:
         """The next event carrying ``key`` (earlier events of other kinds are consumed)."""
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout)
         while True:
-            left = deadline - time.monotonic()
+            left = end - time.monotonic()
             if left <= 0 or self.proc.poll() is not None and self.events.empty():
                 pytest.fail(f"{self.name}: no {key!r} within {timeout} s\n" + "\n".join(self.log[-40:]))
             try:
@@ -195,7 +196,7 @@ class Robot:
         if self.proc.poll() is None:
             try:
                 self.send("quit")
-                self.proc.wait(timeout=40)
+                self.proc.wait(timeout=timeout(40))
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
@@ -209,10 +210,10 @@ def learn_all(robots: list[Robot], first: int, count: int) -> None:
         robot.wait_for("learned", 120.0)
 
 
-def wait_until(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+def wait_until(condition: Any, seconds: float, what: str) -> None:
+    until = deadline(seconds)
     while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        assert time.monotonic() < until, f"timed out after {seconds} s (scaled) waiting for {what}"
         time.sleep(0.02)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from catkin_pkg.package import parse_package
+from timing import deadline, pytest_timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin/: colcon and hadolint come with requirements
@@ -29,7 +30,7 @@ def colcon_list(cwd: Path, *args: str) -> dict[str, tuple[str, str]]:
     """Run ``colcon list`` in ``cwd`` (no log directory) and map name -> (path, type)."""
     result = subprocess.run(
         [str(BIN / "colcon"), "--log-base", os.devnull, "list", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 0, result.stderr
     packages = {}
@@ -124,10 +125,10 @@ def test_make_setup_is_up_to_date() -> None:
     if not (venv / ".stamps").is_dir():
         pytest.skip(f"{venv} was not created by `make setup`")
     result = subprocess.run(
-        ["make", "-q", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        ["make", "-q", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=pytest_timeout(60), check=False,
     )
     assert result.returncode == 0, "make setup would rebuild something:\n" + subprocess.run(
-        ["make", "-n", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        ["make", "-n", "setup", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=pytest_timeout(60), check=False,
     ).stdout
 
 
@@ -135,7 +136,7 @@ def test_ros_wheel_cmake_exports_point_at_this_venv() -> None:
     """tools/fix_ros_wheel_cmake.py ran: no exported target names the manylinux build paths."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "fix_ros_wheel_cmake.py"), "--check", "--prefix", sys.prefix],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -158,7 +159,7 @@ def test_interfaces_importable() -> None:
     """The rosidl build of teachbot_interfaces is installed in the venv."""
     result = subprocess.run(
         [sys.executable, "-c", "from teachbot_interfaces.action import Pick; print(Pick.Goal)"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 0, result.stderr
 
@@ -169,7 +170,7 @@ def test_dockerfile_passes_hadolint() -> None:
     assert hadolint.is_file(), "hadolint missing from the venv: run make setup"
     result = subprocess.run(
         [str(hadolint), "--no-color", str(ROOT / "docker" / "Dockerfile")],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -181,7 +182,7 @@ def test_shell_scripts_pass_shellcheck() -> None:
     scripts = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tools").glob("*.sh")) + [".ci/run"]
     result = subprocess.run(
         [str(shellcheck), "--external-sources", *scripts],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT, capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -221,7 +222,7 @@ def test_run_tests_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     env = {**os.environ, "TEACHBOT_SKIP_LINT": "1", "VENV": str(Path(sys.prefix))}
     result = subprocess.run(
         [str(ROOT / "tools" / "run_tests.sh"), str(tmp_path / "empty"), "-p", "no:cacheprovider"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "collected no tests" in result.stderr
@@ -231,7 +232,7 @@ def _run_tests_script(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEACHBOT_SKIP_LINT": "1", "VENV": str(Path(sys.prefix)), "TEACHBOT_TEST_WORKERS": "1"}
     return subprocess.run(
         [str(ROOT / "tools" / "run_tests.sh"), *args, "-p", "no:cacheprovider"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=pytest_timeout(300), check=False,
     )
 
 
@@ -244,8 +245,8 @@ def test_run_tests_stress_mode_repeats_with_busy_processes_and_stops_them(tmp_pa
     assert "round 1: exit 0" in out and "round 2: exit 0" in out and "(stress 2)" in out
     pids = [int(p) for p in re.search(r"busy processes beside the suite \(pids ([0-9 ]+)\)", out).group(1).split()]
     assert len(pids) == 2
-    deadline = time.monotonic() + 10.0  # SIGTERM sent on the way out; give them a moment to go
-    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+    until = deadline(10.0)  # SIGTERM sent on the way out; give them a moment to go
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < until:
         time.sleep(0.1)
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "busy processes left spinning"
 
@@ -274,13 +275,13 @@ def test_test_durations_ranks_files_and_writes_the_schedule_conftest_reads(tmp_p
         '</testsuite></testsuites>', encoding="utf-8")
     schedule = tmp_path / "schedule.txt"
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "test_durations.py"), str(report), "--write-schedule",
-                             "--schedule", str(schedule)], capture_output=True, text=True, timeout=60, check=False)
+                             "--schedule", str(schedule)], capture_output=True, text=True, timeout=pytest_timeout(60), check=False)
     assert result.returncode == 0, result.stderr
     assert "44 s in 3 tests (2 files)" in result.stdout
     entries = [line.split("#")[0].strip() for line in schedule.read_text().splitlines() if not line.startswith("#")]
     assert entries == ["test/faults/test_slow.py", "test/test_fast.py"]
     missing = subprocess.run([sys.executable, str(ROOT / "tools" / "test_durations.py"), str(tmp_path / "none.xml")],
-                             capture_output=True, text=True, timeout=60, check=False)
+                             capture_output=True, text=True, timeout=pytest_timeout(60), check=False)
     assert missing.returncode == 2 and "run the suite with --junitxml" in missing.stderr
 
 

@@ -12,7 +12,7 @@ import rclpy
 from fake_controller import FakeController
 from rclpy.executors import MultiThreadedExecutor
 from teachbot_interfaces.msg import DetectedObject, ObjectList, SkillResult
-from timing import pytest_timeout
+from timing import deadline, pytest_timeout, timeout
 
 from teachbot.nodes.common import LATCHED_QOS
 from teachbot.nodes.skill_client import SkillClient
@@ -94,11 +94,11 @@ def test_emergency_stop_on_the_profile_topic(real_arm):
     handle = client.send("move_to", position=(-0.2, -0.6, 0.3), speed_factor=0.1)
     time.sleep(0.3)
     client.emergency_stop(True)
-    result = handle.result(10)
+    result = handle.result(timeout(10))
     assert result.code == SkillResult.EMERGENCY_STOP
-    deadline = time.monotonic() + 2.0
+    until = deadline(2.0)
     while len(controller.trajectories[-1].points) != 0:  # the hold command is the last one received
-        assert time.monotonic() < deadline, "no hold command reached the controller"
+        assert time.monotonic() < until, "no hold command reached the controller"
         time.sleep(0.01)
     q = controller.q.copy()
     time.sleep(0.3)

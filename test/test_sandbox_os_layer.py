@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from timing import deadline, pytest_timeout, timeout
 
 from teachbot.config import load_yaml
 from teachbot.console import os_layer, sandbox
@@ -152,7 +153,7 @@ def _node(argv_prefix: list[str]) -> dict:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), SECRET_VAR: SECRET, "HOME": "/",
            "PYTHONPATH": str(Path(sandbox.__file__).resolve().parents[2])}  # the teachbot under test
     done = subprocess.run([*argv_prefix, sys.executable, "-c", NODE, DRIVER], env=env, capture_output=True, text=True,
-                          timeout=180, check=False)
+                          timeout=pytest_timeout(180), check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -316,7 +317,7 @@ def test_a_signal_that_kills_a_worker_under_bwrap_reads_as_that_signal(tmp_path:
     script = tmp_path / "suicide.py"
     script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n")
     proc = OsPlan(IsolationConfig("bwrap"), bwrap=os_layer.detect().bwrap).spawn(str(script), [], ())
-    assert proc.wait(timeout=30) == -signal.SIGXCPU and proc.poll() == -signal.SIGXCPU
+    assert proc.wait(timeout=timeout(30)) == -signal.SIGXCPU and proc.poll() == -signal.SIGXCPU
 
 
 def _alive(pid: int) -> bool:
@@ -339,8 +340,8 @@ def test_a_killed_worker_leaves_no_process_behind(layer: str) -> None:
         assert len(tree) == (3 if layer == "auto" else 1)  # bwrap, the namespace's init bwrap, the worker
         result = ex.run("while True:\n    pass")
         assert result.error_type == "Timeout" and result.killed, result
-        deadline = time.monotonic() + 5.0
-        while any(map(_alive, tree)) and time.monotonic() < deadline:
+        until = deadline(5.0)
+        while any(map(_alive, tree)) and time.monotonic() < until:
             time.sleep(0.05)
         assert not [pid for pid in tree if _alive(pid)]
         assert ex.run("2 + 2").outputs == ["4"]

@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from timing import pytest_timeout
+from timing import deadline, pytest_timeout, timeout
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -93,12 +93,12 @@ def page():
     p.close()
 
 
-def events(ws, until, timeout=5.0):
-    """Events from ``ws`` until one satisfies ``until`` (returned last)."""
+def events(ws, until, seconds=5.0):
+    """Events from ``ws`` until one satisfies ``until`` (returned last), for up to ``seconds`` (scaled)."""
     got = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = json.loads(ws.recv(timeout=deadline - time.monotonic()))
+    end = deadline(seconds)
+    while time.monotonic() < end:
+        event = json.loads(ws.recv(timeout=end - time.monotonic()))
         got.append(event)
         if until(event):
             return got
@@ -175,7 +175,7 @@ def test_a_message_over_the_size_limit_closes_the_connection(page):
         events(ws, lambda e: e["type"] == "pending")
         ws.send(json.dumps({"type": "say", "text": "x" * 20000}))
         with pytest.raises(Exception):  # noqa: B017 - the server closes with 1009 (message too big)
-            events(ws, lambda e: False, timeout=3.0)
+            events(ws, lambda e: False, seconds=3.0)
     assert page.robot.said == []
 
 
@@ -217,7 +217,7 @@ def test_more_pages_than_allowed_are_turned_away():
         with page.ws() as first:
             events(first, lambda e: e["type"] == "pending")
             with page.ws() as second:
-                assert "pages are open already" in json.loads(second.recv(timeout=5))["text"]
+                assert "pages are open already" in json.loads(second.recv(timeout=timeout(5)))["text"]
     finally:
         page.close()
 
@@ -238,7 +238,7 @@ def test_a_token_is_needed_for_every_request_and_kept_in_a_cookie(tmp_path):
             assert browser.get(page.url).status_code == 200
             assert browser.get(page.url + "lessons.jsonl").status_code == 200
         with page.ws(additional_headers={"Cookie": f"{COOKIE}={TOKEN}"}) as ws:
-            assert json.loads(ws.recv(timeout=5))["type"] == "status"
+            assert json.loads(ws.recv(timeout=timeout(5)))["type"] == "status"
     finally:
         page.close()
 
@@ -260,8 +260,8 @@ def test_camera_frames_come_at_the_configured_rate_newest_first(page):
     image = np.zeros((240, 320, 3), dtype=np.uint8)
     image[:, :, 2] = 255  # blue in bgr8 order
     with page.ws(path="/ws/camera") as cam:
-        deadline = time.monotonic() + 2.0
-        while page.frames.watchers == 0 and time.monotonic() < deadline:
+        until = deadline(2.0)
+        while page.frames.watchers == 0 and time.monotonic() < until:
             time.sleep(0.01)
         assert page.frames.watchers == 1
         got, started = [], time.monotonic()
@@ -274,8 +274,8 @@ def test_camera_frames_come_at_the_configured_rate_newest_first(page):
         rate = len(got) / 2.0
         assert 2.0 <= rate <= page.config.camera_fps + 1.0, rate  # 4 fps configured, ~100 images offered a second
         assert [unpack(m)[0]["seq"] for m in got] == sorted(unpack(m)[0]["seq"] for m in got)
-    deadline = time.monotonic() + 3.0
-    while page.frames.watchers and time.monotonic() < deadline:
+    until = deadline(3.0)
+    while page.frames.watchers and time.monotonic() < until:
         time.sleep(0.02)
     assert page.frames.watchers == 0  # the bridge unsubscribes from the camera
 

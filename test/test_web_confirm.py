@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from timing import pytest_timeout
+from timing import deadline, pytest_timeout
 
 from teachbot.console.dialog import DialogChannel
 from teachbot.console.registry import RobotApi
@@ -26,9 +26,9 @@ SCENE = ["blue bowl", "green block", "red block", "yellow block"]
 
 
 def wait_until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < until, f"timed out waiting for {what}"
         time.sleep(0.02)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from timing import pytest_timeout
+from timing import deadline, pytest_timeout
 
 pytest.importorskip("openai")
 
@@ -95,9 +95,9 @@ class Console:
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < until, f"timed out waiting for {what}"
         time.sleep(0.02)
 
 
