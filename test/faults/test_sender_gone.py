@@ -56,7 +56,10 @@ def scenario(leave: bool) -> None:
     probe.create_subscription(JointState, sim.profile.topics["joint_states"],
                               lambda m: joints.append((time.monotonic(), np.array([m.position[list(m.name).index(j)] for j in arm]))),
                               COMMAND_QOS)
-    publisher = probe.create_publisher(JointTrajectory, sim.profile.topics["joint_trajectory"], COMMAND_QOS)
+    # the sender is a node of its own that no executor spins (publishing needs none): destroying its publisher from
+    # this thread cannot race an executor that is building its wait set from the publisher's event handlers
+    sender = rclpy.create_node("trajectory_sender")
+    publisher = sender.create_publisher(JointTrajectory, sim.profile.topics["joint_trajectory"], COMMAND_QOS)
     executor = MultiThreadedExecutor(num_threads=2)
     executor.add_node(sim)
     executor.add_node(probe)
@@ -83,7 +86,7 @@ def scenario(leave: bool) -> None:
             time.sleep(0.02)
         left = time.monotonic()
         if leave:
-            probe.destroy_publisher(publisher)  # as the skills node's process dying does, without the lease
+            sender.destroy_publisher(publisher)  # as the skills node's process dying does, without the lease
         time.sleep(HOLD_WITHIN + 0.6)
         until = deadline(10.0)  # joint states that arrived from HOLD_WITHIN - 0.5 s after leaving to 0.6 s later at least
         while not any(t > left + HOLD_WITHIN + 0.6 for t, _ in joints):
@@ -107,6 +110,7 @@ def scenario(leave: bool) -> None:
         sim.close()
         sim.destroy_node()
         probe.destroy_node()
+        sender.destroy_node()
         rclpy.shutdown()
 
 
