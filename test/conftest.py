@@ -75,10 +75,12 @@ def ros_context():
 @pytest.fixture(scope="session")
 def stack(ros_context):
     """sim + skills nodes in this process, physics as fast as possible, camera off."""
+    from timing import timeout
+
     from teachbot.nodes.stack import InProcessStack
 
     s = InProcessStack(real_time_factor=0.0, camera_enabled=False)
-    s.start()
+    s.start(wait=timeout(60.0))
     yield s
     s.stop()
 
