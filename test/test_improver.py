@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from timing import timeout
 
 from teachbot.console.registry import RobotApi
 from teachbot.learning.improver import Improver, parse_verdict
@@ -200,7 +201,7 @@ def test_a_passed_deadline_calls_no_model_and_each_call_gets_the_time_left(api):
     model = Slow(CHAIN)
     lesson = Improver(model, api).learn(WRONG, deadline=time.monotonic() - 1.0)
     assert not lesson.ok and "deadline had passed before it started" in lesson.reason and model.prompts == []
-    lesson = Improver(model, api).learn(WRONG, deadline=time.monotonic() + 30.0)
+    lesson = Improver(model, api).learn(WRONG, deadline=time.monotonic() + timeout(30.0))
     assert lesson.ok, lesson.reason
     assert len(model.timeouts) == 4 and all(t is not None and 0 < t <= 30.0 for t in model.timeouts)
     assert model.timeouts == sorted(model.timeouts, reverse=True)

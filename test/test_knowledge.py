@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from timing import pytest_timeout, timeout
 
 from teachbot.errors import ConfigError, InvalidArgumentError
 from teachbot.knowledge import (
@@ -173,7 +174,7 @@ def test_unreadable_files_and_stale_temps_are_quarantined(tmp_path: Path, caplog
 def _add_many(directory: str, tag: str, count: int, start: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
     """A writer process: ``count`` entries with a recognisable body, once ``start`` is set."""
     store = KnowledgeStore(directory)
-    start.wait(30)
+    start.wait(timeout(30))
     for i in range(count):
         store.add(_numbered(tag, i, 64))
 
@@ -202,7 +203,7 @@ def test_concurrent_writer_processes_lose_and_corrupt_nothing(tmp_path: Path) ->
         process.start()
     start.set()  # all at once
     for process in writers:
-        process.join(120)
+        process.join(timeout(120))
     assert [p.exitcode for p in writers] == [0, 0, 0, 0]
     found = watcher.list()
     assert sorted(e.id for e in found) == sorted(f"{tag}-{i}" for tag in "abcd" for i in range(40))
@@ -575,7 +576,7 @@ def test_cli_knowledge_as_a_process_and_the_default_directory(knowledge_config: 
 
     teachbot = Path(sys.executable).parent / "teachbot"
     done = subprocess.run([str(teachbot), "memory", "knowledge", "list", "--config", str(knowledge_config)], capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=pytest_timeout(120), check=False)
     assert done.returncode == 0 and "2 entries" in done.stdout, done.stderr
     assert MemoryConfig.load().knowledge_path == share_dir() / "memory_store" / "knowledge"  # the shipped config
     without = MemoryConfig.from_mapping({"memory": {"store": {"learned_dir": str(tmp_path / "robot" / "learned")}}})

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from timing import timeout
 
 from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError
@@ -219,7 +220,7 @@ def test_the_deadline(household) -> None:
     start = time.monotonic()
     entries = extract.extract(TRANSCRIPT, scene_objects=SCENE, deadline=start + 0.1)
     assert [e.provenance.model for e in entries] == ["rule", "rule"] and len(model.prompts) == 1  # too late: rules only
-    assert len(extract.extract(TRANSCRIPT, scene_objects=SCENE, deadline=time.monotonic() + 30)) == 5
+    assert len(extract.extract(TRANSCRIPT, scene_objects=SCENE, deadline=time.monotonic() + timeout(30))) == 5
 
 
 # ---------------------------------------------------------------------------------------------- images, storage, config

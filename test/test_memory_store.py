@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from timing import timeout
 
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryStore, MemoryStoreError, UnknownExampleError
 
@@ -218,7 +219,7 @@ def test_two_concurrent_writers_add_100_distinct_examples(tmp_path: Path) -> Non
     for proc in procs:  # both are ready: start them together
         proc.stdin.write("go\n")
         proc.stdin.flush()
-    outputs = [proc.communicate(timeout=120)[0].split() for proc in procs]
+    outputs = [proc.communicate(timeout=timeout(120))[0].split() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
     assert sorted(outputs[0] + outputs[1]) == sorted([f"a-{i}" for i in range(50)] + [f"b-{i}" for i in range(50)])
     examples = watcher.list()

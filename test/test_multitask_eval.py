@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console.prompt import PromptBuilder
 from teachbot.console.registry import RobotApi
@@ -128,15 +129,15 @@ def test_pointing_in_order_is_judged_from_where_the_arm_pointed(world, models, t
 def test_cli_runs_writes_and_resumes(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "teachbot.cli", "eval", "multitask", "--methods", "memory", "--modes", "standalone",
            "--tasks", "jello", "--out", str(tmp_path)]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=pytest_timeout(300), cwd=ROOT)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "| memory | standalone | 1 | 1.00 |" in first.stdout
     rows = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(rows) == 1 and json.loads(rows[0])["done"] == {"jello": True}
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=pytest_timeout(300), cwd=ROOT)
     assert again.returncode == 0 and len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
     assert (tmp_path / "report.md").read_text().startswith("# Multi-task benchmark")
     assert (tmp_path / "multitask.png").stat().st_size > 1000  # the bars of success and retention
     bad = subprocess.run(cmd[:-2] + ["--tasks", "juggling", "--out", str(tmp_path)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+                         timeout=pytest_timeout(120), cwd=ROOT)
     assert bad.returncode != 0 and "unknown tasks ['juggling']" in bad.stderr

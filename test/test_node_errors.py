@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.robot_profile import RobotProfile
@@ -46,7 +47,7 @@ def test_node_started_with_a_bad_profile_exits_with_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ROS_DOMAIN_ID": str(reserve_domain_id())}
     proc = subprocess.run(
         [sys.executable, "-m", "teachbot.nodes.skills_node", "--ros-args", "-p", f"robot_profile:={path}"],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True, text=True, timeout=pytest_timeout(60), env=env,
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]

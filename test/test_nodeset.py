@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.llm.factory import ROLES, role_settings
@@ -305,7 +306,7 @@ def test_every_node_class_takes_its_parameters_in_process(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_nodeset as t; " \
            f"t._build_sim_set_and_check({str(tmp_path / 'learned')!r})"
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=pytest_timeout(240))
     assert run.returncode == 0, run.stderr[-4000:]
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from pg_server import PgServer, pg_debian  # noqa: F401 - the fixture
 from test_pg_store import wait_until
+from timing import timeout
 
 from teachbot.knowledge import KnowledgeEntry, KnowledgeError, Provenance, UnknownEntryError
 from teachbot.knowledge.pg_store import PgKnowledgeStore
@@ -125,7 +126,7 @@ def test_three_knowledge_writers_and_a_kill_9_lose_and_corrupt_nothing(knowledge
         proc.stdin.flush()
     time.sleep(random.Random(3).uniform(0.3, 0.8))
     os.kill(procs[2].pid, signal.SIGKILL)
-    outputs = [proc.communicate(timeout=120)[0].split() for proc in procs]
+    outputs = [proc.communicate(timeout=timeout(120))[0].split() for proc in procs]
     assert [p.returncode for p in procs] == [0, 0, -signal.SIGKILL]
     stored = {e.id: e for e in knowledge("reader").list()}
     reported = sum(outputs, [])

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pg_server import PgServer, pg_server  # noqa: F401 - the fixture
+from timing import timeout
 
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError
 from teachbot.memory.pg_store import PgMemoryStore, StoreChange
@@ -265,7 +266,7 @@ def test_three_writer_processes_lose_and_duplicate_nothing(stores: Callable[...,
     for proc in procs:
         proc.stdin.write("go\n")
         proc.stdin.flush()
-    outputs = [proc.communicate(timeout=120)[0].split() for proc in procs]
+    outputs = [proc.communicate(timeout=timeout(120))[0].split() for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0]
     expected = sorted(f"{tag}-{i}" for tag in "abc" for i in range(40))
     assert sorted(sum(outputs, [])) == expected

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from timing import timeout
 
 from teachbot import ros_env
 
@@ -67,7 +68,7 @@ def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
     yield child, int(line)
     if child.poll() is None:
         child.kill()
-    child.wait(timeout=10)
+    child.wait(timeout=timeout(10))
 
 
 # --- the Fast DDS profile ----------------------------------------------------------------------
@@ -197,6 +198,6 @@ def test_lock_is_released_when_holder_dies(
     """flock dies with its process, even on SIGKILL: no stale reservations after a crash."""
     child, theirs = holder
     child.send_signal(signal.SIGKILL)
-    child.wait(timeout=10)
+    child.wait(timeout=timeout(10))
     monkeypatch.setattr(os, "getpid", lambda: child.pid)
     assert ros_env.reserve_domain_id(str(tmp_path)) == theirs

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout
 
 from teachbot.console import sandbox
 from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
@@ -207,7 +208,8 @@ def _run_script(body: str) -> dict[str, str]:
     """
     script = textwrap.dedent(prelude) + textwrap.dedent(body)
     env = {SECRET_VAR: SECRET}
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True, timeout=60, env=env, check=False)
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, text=True,
+                          timeout=pytest_timeout(60), env=env, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

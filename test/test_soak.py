@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
-from timing import pytest_timeout
+from timing import pytest_timeout, timeout
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 EPISODES, WARMUP = 30, 10
@@ -23,7 +23,7 @@ def soak() -> dict:
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))  # the spawned process takes this sys.path: `soak` and `_common` import there
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_short_form, EPISODES).result(timeout=200)
+        return pool.submit(_short_form, EPISODES).result(timeout=timeout(200))
 
 
 def _short_form(episodes: int) -> dict:

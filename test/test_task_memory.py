@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from timing import pytest_timeout, timeout
 
 from teachbot.errors import ConfigError
 from teachbot.llm.base import LLMError
@@ -157,7 +158,7 @@ def test_concurrent_writers_in_processes_lose_nothing(tmp_path: Path) -> None:
     for p in procs:
         p.start()
     for p in procs:
-        p.join(60)
+        p.join(timeout(60))
         assert p.exitcode == 0
     records = TaskLogStore(tmp_path).records("sort")
     assert len(records) == 180
@@ -329,12 +330,13 @@ def test_cli_lists_and_shows_tasks(tmp_path: Path) -> None:
     f["grasp"]("apple")
     f["place_object"]("box 1")
     base = [sys.executable, "-m", "teachbot.cli", "memory", "tasks"]
-    listed = subprocess.run([*base, "list", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    limit = pytest_timeout(60)
+    listed = subprocess.run([*base, "list", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=limit)
     assert listed.returncode == 0, listed.stderr
     assert "sort" in listed.stdout and "1 of 4 steps done" in listed.stdout
-    shown = subprocess.run([*base, "show", "Sorting", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    shown = subprocess.run([*base, "show", "Sorting", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=limit)
     assert shown.returncode == 0 and "put the banana into box 1" in shown.stdout and "place_object('box 1')" in shown.stdout
-    missing = subprocess.run([*base, "show", "juggle", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run([*base, "show", "juggle", "--tasks", str(tmp_path / "tasks")], capture_output=True, text=True, timeout=limit)
     assert missing.returncode == 1 and "no task is called 'juggle'" in missing.stderr
 
 
