@@ -34,11 +34,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from timing import timeout
 
 SERVER_KINDS = ("debian", "pgvector")
 PORT = 5432  # names the socket file only: nothing listens on TCP
 RUN_AS = "nobody"  # the cluster's owner when the tests run as root
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = timeout(30.0)  # seconds a server may take to start (test/timing.py's scale)
 _databases = itertools.count(1)
 
 
@@ -156,7 +157,7 @@ class PgServer:
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL with the server's own psql (no Python client needed); returns its unaligned output."""
         result = subprocess.run([str(self.bin_dir / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-                                 "-d", self.dsn_for(database), "-c", sql], capture_output=True, text=True, timeout=60)
+                                 "-d", self.dsn_for(database), "-c", sql], capture_output=True, text=True, timeout=timeout(60))
         if result.returncode != 0:
             raise RuntimeError(f"psql failed ({result.returncode}): {result.stderr.strip()}")
         return result.stdout.strip()
