@@ -134,8 +134,10 @@ class WebNode(Node):
         up = {name: name in names for name in WATCHED}
         self.hub.update_status(nodes=up, camera_error=self.frames.error)
         if up[MANAGER] and not self._manager_up:  # (again) up: apply the wanted mode, or read the manager's
+            self._manager_up = True  # before the thread starts: its failure sets it back, for the next tick to retry
             threading.Thread(target=self._sync_confirm, daemon=True, name="web-confirm").start()
-        self._manager_up = up[MANAGER]
+        elif not up[MANAGER]:
+            self._manager_up = False
 
     def _sync_confirm(self) -> None:
         try:
@@ -144,7 +146,10 @@ class WebNode(Node):
             else:
                 self.hub.update_status(confirm=self._get_confirm())
         except RobotUnavailable as exc:
-            self.get_logger().warning(f"confirm-before-store: {exc}")
+            # the manager's name is on the graph before its parameter services are (a loaded machine: seconds):
+            # the next tick tries again, instead of leaving the page's mode unset for as long as the manager runs
+            self._manager_up = False
+            self.get_logger().info(f"confirm-before-store: {exc}; trying again")
 
     # ------------------------------------------------------------------ the hub's Robot
     def say(self, text: str) -> None:
