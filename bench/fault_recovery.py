@@ -31,7 +31,8 @@ def main() -> int:
     parser.add_argument("--stack", default=",".join(NODES), help="comma-separated nodes the supervisor runs (default all five)")
     args = parser.parse_args()
     C.setup()
-    sys.path.insert(0, str(C.REPO / "test" / "faults"))
+    # the scenario lives in the test suite, with the suite's timing helpers (test/timing.py) beside it
+    sys.path[:0] = [str(C.REPO / "test" / "faults"), str(C.REPO / "test")]
     import test_node_kill as K  # the scenario's stack and steps
 
     nodes = [n for n in args.nodes.split(",") if n]

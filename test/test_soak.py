@@ -47,8 +47,13 @@ def test_threads_fds_and_children_return_to_their_count_after_warm_up(soak):
     base = samples[WARMUP]
     assert base["children"] in (1, 3)  # the worker alone (seccomp), or bwrap, its namespace init and the worker
     for s in samples[WARMUP:]:
-        counts = {k: s[k] for k in ("threads", "py_threads", "fds", "children")}
+        counts = {k: s[k] for k in ("py_threads", "fds", "children")}
         assert counts == {k: base[k] for k in counts}, f"episode {s['episode']} ({s['kind']}): {counts}, after warm-up {base}"
+        # an OS thread that is ending as the sample is taken (seen at load 15) may count once; a leaked one stays
+        assert s["threads"] <= base["threads"] + 1, f"episode {s['episode']} ({s['kind']}): {s['threads']} threads, after warm-up {base}"
+    last = samples[-(EPISODES - WARMUP) // 2:]  # the second half after warm-up (the base sample not among them)
+    floor = min(s["threads"] for s in last)
+    assert floor == base["threads"], f"the last {len(last)} episodes never came back to {base['threads']} OS threads: a leak"
     assert max(s["zombies"] for s in samples) == 0
     assert max(s["escaped"] for s in samples) == 0  # no killed worker left running outside the tree
 
