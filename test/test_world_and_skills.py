@@ -170,3 +170,21 @@ def test_motion_allowance_counts_a_rewound_clock_as_no_time():
     assert not deadline.expired()  # 1.1 s of arm time, but the allowance must pass on the wall too
     wall.t = 1.05
     assert deadline.expired()
+
+
+def test_an_arm_in_this_process_counts_its_own_clock_only():
+    """DirectArm steps the world itself: no command is ever on its way, so its allowances are simulated time alone
+    and a failing motion ends at the same point on a fast machine and a loaded one (RosArm also waits for the wall)."""
+    from teachbot.sim.direct import DirectArm
+    from teachbot.skills.arm_motion import ArmDeadline
+
+    class Clock:
+        t = 0.0
+
+        def now(self) -> float:
+            return self.t
+
+    arm, wall = Clock(), Clock()
+    deadline = ArmDeadline(arm, 1.0, wall=wall.now, commands_travel=DirectArm.commands_travel)  # type: ignore[arg-type]
+    arm.t = 1.1
+    assert deadline.expired()  # no wall time has passed at all

@@ -59,6 +59,8 @@ def _duration(seconds: float) -> Duration:
 class RosArm:
     """ArmInterface over the controller topics; its clock is the joint states' stamps (see :meth:`now`)."""
 
+    commands_travel = True  # trajectories and gripper commands are messages (ArmDeadline counts the wall too)
+
     def __init__(self, node: Node, profile: RobotProfile, group: Any) -> None:
         self.arm_joints = profile.arm_joints
         self._fingers = profile.finger_joints

@@ -29,6 +29,8 @@ def yaw_of(quaternion: np.ndarray) -> float:
 class DirectArm:
     """ArmInterface over the world's controllers; ``sleep`` steps the physics."""
 
+    commands_travel = False  # a command is in the world at once: allowances are simulated time only
+
     def __init__(self, world: TabletopWorld) -> None:
         self.world = world
         self.arm_joints = world.profile.arm_joints

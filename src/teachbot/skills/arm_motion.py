@@ -35,17 +35,21 @@ class ArmDeadline:
     the wall), with a wall-clock backstop for a clock that has stopped. A clock that jumps back (a
     simulator reset rewinds it to zero) counts as no time passing, never as negative time.
 
-    It expires once the allowance has passed on the arm's clock *and* on the wall: a simulator that runs
-    slower than the wall (a loaded machine) gets its full simulated allowance, and one that runs faster
-    (``real_time_factor`` above 1, or 0) does not spend the allowance while the command is still on its way
-    to it (a message that waits 1 s for a busy executor is 4 simulated seconds at 4x). A real arm's clock
-    is the wall's, so for it this is the allowance as it reads. The backstop counts only wall time during
-    which the arm's clock stood still (or went back): a slow clock is not a stopped one."""
+    Where commands travel as messages (``commands_travel``), it expires once the allowance has passed on the
+    arm's clock *and* on the wall: a simulator that runs slower than the wall (a loaded machine) gets its full
+    simulated allowance, and one that runs faster (``real_time_factor`` above 1, or 0) does not spend the
+    allowance while the command is still on its way to it (a message that waits 1 s for a busy executor is 4
+    simulated seconds at 4x). A real arm's clock is the wall's, so for it this is the allowance as it reads. An
+    arm in this process (the simulator stepped by the skill itself) counts its own clock only, so its outcome
+    does not depend on the machine's speed. The backstop counts only wall time during which the arm's clock
+    stood still (or went back): a slow clock is not a stopped one."""
 
-    def __init__(self, arm: ArmInterface, seconds: float, wall: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, arm: ArmInterface, seconds: float, wall: Callable[[], float] = time.monotonic,
+                 commands_travel: bool = True) -> None:
         self._arm = arm
         self._seconds = seconds
         self._wall = wall
+        self._on_the_wall = commands_travel
         self._last = arm.now()
         self._elapsed = 0.0
         self._wall_start = self._wall_moved = wall()
@@ -61,7 +65,7 @@ class ArmDeadline:
 
     def expired(self) -> bool:
         elapsed, wall = self.elapsed(), self._wall()
-        if elapsed > self._seconds and wall - self._wall_start > self._seconds:
+        if elapsed > self._seconds and (not self._on_the_wall or wall - self._wall_start > self._seconds):
             return True
         return wall - self._wall_moved > WALL_BACKSTOP_FACTOR * self._seconds
 
@@ -78,6 +82,10 @@ class ArmMotion:
     held: str
     _cancel: CancelToken
 
+    def _deadline(self, seconds: float) -> ArmDeadline:
+        """An allowance of ``seconds`` on this arm's clock (see ArmDeadline)."""
+        return ArmDeadline(self.arm, seconds, commands_travel=self.arm.commands_travel)
+
     def _current_yaw(self) -> float:
         """Yaw of the hand now, relative to the top-down grasp orientation."""
         _, quat = self.kin.fk(self.arm.joint_positions())
@@ -88,7 +96,7 @@ class ArmMotion:
         """Command a width (with ``force``, or the profile's effort), wait until the fingers have
         stopped (on the arm's clock), return the width."""
         self.arm.send_gripper(width, force or self.profile.gripper.effort)
-        deadline = ArmDeadline(self.arm, 2.0 + self.profile.skills.motion_timeout_margin)
+        deadline = self._deadline(2.0 + self.profile.skills.motion_timeout_margin)
         samples: list[tuple[float, float]] = []
         while not deadline.expired():
             self._cancel.check()
@@ -124,7 +132,7 @@ class ArmMotion:
 
     def _settle(self, seconds: float) -> None:
         """Let ``seconds`` pass on the arm's clock (released objects come to rest)."""
-        deadline = ArmDeadline(self.arm, seconds + self.profile.skills.motion_timeout_margin)
+        deadline = self._deadline(seconds + self.profile.skills.motion_timeout_margin)
         while deadline.elapsed() < seconds and not deadline.expired():
             self._cancel.check()
             self.arm.sleep(0.005)
@@ -172,7 +180,7 @@ class ArmMotion:
         tol = self.profile.skills.position_tolerance
         # completion and the give-up deadline are judged on the arm's clock (a loaded machine may run
         # the simulator slower than the wall); _Deadline's wall backstop catches a frozen clock
-        deadline = ArmDeadline(self.arm, traj.duration + self.profile.skills.motion_timeout_margin)
+        deadline = self._deadline(traj.duration + self.profile.skills.motion_timeout_margin)
         still_since, last_q = 0.0, self.arm.joint_positions()
         while True:
             self._cancel.check()

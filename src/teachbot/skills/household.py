@@ -32,7 +32,6 @@ from teachbot.errors import (
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
 from teachbot.sim.household_objects import StateError
-from teachbot.skills.arm_motion import ArmDeadline
 from teachbot.skills.household_containers import apart, container_spot, hand_blockers, hand_outline, takes
 from teachbot.skills.household_gestures import point_at
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
@@ -217,7 +216,7 @@ class HouseholdSkills(SkillLibrary):
         self._stage("drive", 0.2)
         self.base.send_path(path)
         # on the arm's clock (the base runs on the same simulated or robot time), with ArmDeadline's wall backstop
-        deadline = ArmDeadline(self.arm, 4 * path.duration + 10.0)
+        deadline = self._deadline(4 * path.duration + 10.0)
         start = self.arm.now()
         while self.arm.now() - start < path.duration or self.base.moving():
             self._cancel.check()
@@ -436,7 +435,7 @@ class HouseholdSkills(SkillLibrary):
         self._stage("pull" if open_ else "push", 0.5)
         self.view.drive_articulation(thing, open_, fraction)
         self._stow()
-        deadline = ArmDeadline(self.arm, 8.0)  # 8 s of the arm's (simulated) time for the door to swing
+        deadline = self._deadline(8.0)  # 8 s of the arm's (simulated) time for the door to swing
         while not deadline.expired():
             opening = self.view.opening(thing)
             if (opening > fraction - 0.05) if open_ else (opening < 0.05):

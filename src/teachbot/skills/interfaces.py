@@ -34,6 +34,9 @@ class ArmInterface(Protocol):
     """The controller interface of an arm with a parallel gripper."""
 
     arm_joints: tuple[str, ...]
+    # whether a command reaches the controller as a message (a ROS topic): the arm's clock may then run on before
+    # the controller has it, and a simulator running faster than the wall runs on further (see ArmDeadline)
+    commands_travel: bool
 
     def joint_positions(self) -> np.ndarray:
         """Current arm joint positions (radians), in ``arm_joints`` order."""
