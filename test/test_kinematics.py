@@ -9,7 +9,7 @@ import pytest
 from teachbot.errors import LimitExceededError, OutOfWorkspaceError, UnreachableError
 from teachbot.skills.kinematics import IK_TOLERANCE, KinematicsModel
 from teachbot.skills.motion import JointTrajectory, SafetyLimits, time_path
-from teachbot.skills.planning import LINE_REUSE, PathPlanner, line_points
+from teachbot.skills.planning import PathPlanner, line_points
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def ik_calls(monkeypatch):
     return calls
 
 
-ABOVE, GRASP, LIFT = np.array([0.1, -0.5, 0.12]), np.array([0.1, -0.5, 0.02]), np.array([0.1, -0.5, 0.2])
+ABOVE, GRASP = np.array([0.1, -0.5, 0.12]), np.array([0.1, -0.5, 0.02])
 
 
 @pytest.mark.parametrize("xyz", [(0.0, -0.5, 0.02), (0.2, -0.3, 0.02), (-0.2, -0.7, 0.02)])
@@ -135,31 +135,3 @@ def test_a_straight_line_costs_at_most_two_ik_calls_per_waypoint(kin, profile, i
     for q, point in zip(path[1:], line_points(start, GRASP)):
         assert np.linalg.norm(kin.fk(q)[0] - point) < IK_TOLERANCE
     assert np.max(np.abs(np.diff(path, axis=0))) < 0.1  # one posture carries the line: no jumps
-
-
-def test_lines_traced_with_a_goal_posture_are_followed_as_traced(kin, profile, ik_calls):
-    """goal_posture traces the lines that follow the move (descend, lift); the arm arriving within the
-    position tolerance of that posture follows them as traced, from where it is, without tracing them
-    again, and the gripper stays on each line. Elsewhere, or to another end, a line is traced afresh."""
-    planner = PathPlanner(kin, np.array(profile.home))
-    orientation = kin.grasp_orientation(0.2)
-    q_above, _ = planner.goal_posture(ABOVE, orientation, np.array(profile.home), then=(GRASP, LIFT))
-    arrived = q_above + np.array([0.005, -0.005, 0.005, -0.005, 0.005, -0.005, 0.005])
-    ik_calls["n"] = 0
-    down = planner.line(arrived, GRASP, orientation)
-    up = planner.line(down[-1], LIFT, orientation)
-    assert ik_calls["n"] == 0
-    assert np.array_equal(down[0], arrived) and np.array_equal(up[0], down[-1])
-    for path, start, end in ((down, kin.fk(arrived)[0], GRASP), (up, GRASP, LIFT)):
-        assert np.linalg.norm(kin.fk(path[-1])[0] - end) < IK_TOLERANCE
-        axis = (end - start) / np.linalg.norm(end - start)
-        for a, b in zip(path[:-1], path[1:]):
-            for s in np.linspace(0.0, 1.0, 5):
-                point, _ = kin.fk(a + s * (b - a))
-                off = point - start - np.dot(point - start, axis) * axis
-                assert np.linalg.norm(off) < 0.01 and point[2] > min(start[2], end[2]) - 0.005
-    planner.line(q_above + 2 * LINE_REUSE, GRASP, orientation)  # too far from where the trace started
-    assert ik_calls["n"] > 0
-    ik_calls["n"] = 0
-    planner.line(arrived, GRASP + np.array([0.0, 0.0, 0.01]), orientation)  # another end
-    assert ik_calls["n"] > 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,21 +26,6 @@ SWEEP_DIP = 0.01  # metres a joint-space move's gripper may go below the lower o
 LINK_RADIUS = 0.06  # metres: the arm's links as points inflated by this much
 COLLISION_SAMPLES = 8  # postures checked against the obstacles along each leg of a path
 OVER_HEIGHTS = (0.35, 0.5, 0.65)  # metres: the heights a joint-space move climbs to when the direct one would dip
-# rad: a straight line traced while choosing a joint-space move's goal posture is followed as traced
-# when the arm starts it this close (in every joint) to where the trace started (a motion ends within
-# the skills' position tolerance, 0.01 rad, of its goal)
-LINE_REUSE = 0.02
-
-
-@dataclass(frozen=True)
-class PlannedLine:
-    """A straight line traced while choosing a goal posture: from ``start`` to ``end`` with the gripper
-    at ``orientation``, followed by the joint ``path`` (first row: the posture it starts from)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    orientation: np.ndarray
-    path: np.ndarray
 
 
 class PathPlanner:
@@ -53,8 +37,6 @@ class PathPlanner:
         # boxes the arm's links must keep out of, in the arm's frame: (centre, half extents, yaw);
         # a mobile manipulator sets its furniture here (the tabletop has none beyond the table)
         self.obstacles: list[tuple[np.ndarray, np.ndarray, float]] = []
-        # the straight lines traced from the last goal posture chosen (see goal_posture)
-        self._planned: list[PlannedLine] = []
 
     def collides(self, q: np.ndarray) -> bool:
         """Whether the arm's links from the shoulder to the wrist (origins and the middles between them)
@@ -88,39 +70,26 @@ class PathPlanner:
                 q_next = self.kin.ik(point, orientation, q, local=True)
             except UnreachableError:
                 return None
-            if not self._on_line(q, q_next, before, point):
+            middle, _ = self.kin.fk((q + q_next) / 2)
+            if np.linalg.norm(middle - (before + point) / 2) > WAYPOINT_STRAY:
                 return None
             path.append(q_next)
             q, before = q_next, point
         return np.array(path)
 
-    def _on_line(self, q: np.ndarray, q_next: np.ndarray, before: np.ndarray, point: np.ndarray) -> bool:
-        """Whether the gripper stays within WAYPOINT_STRAY of the line between two of its waypoints."""
-        middle, _ = self.kin.fk((q + q_next) / 2)
-        return bool(np.linalg.norm(middle - (before + point) / 2) <= WAYPOINT_STRAY)
-
-    def lines_through(
-        self, q: np.ndarray, start: np.ndarray, points: tuple[np.ndarray, ...], orientation: np.ndarray,
-    ) -> list[PlannedLine] | None:
-        """The straight lines from ``start`` through ``points`` followed from posture ``q``; None when
-        one cannot be followed."""
-        lines = []
+    def traces(self, q: np.ndarray, start: np.ndarray, points: tuple[np.ndarray, ...], orientation: np.ndarray) -> bool:
+        """Whether the straight lines from ``start`` through ``points`` can be followed from posture ``q``."""
         for end in points:
             path = self.follow(q, start, end, orientation)
             if path is None:
-                return None
-            lines.append(PlannedLine(np.asarray(start, float), np.asarray(end, float), np.asarray(orientation, float), path))
+                return False
             q, start = path[-1], end
-        return lines
+        return True
 
     def follow(self, q0: np.ndarray, start: np.ndarray, end: np.ndarray, orientation: np.ndarray) -> np.ndarray | None:
-        """The line as planned with the last goal posture (:meth:`goal_posture`) when the arm starts it
-        where that plan did; else :meth:`trace`, or where one posture cannot carry the line (right in front
-        of the Panda's base some heights are out of reach pointing down) a joint-space move to a posture
-        at ``end`` whose gripper path stays within LINE_TUBE of the line; None when neither exists."""
-        path = self._planned_line(q0, start, end, orientation)
-        if path is not None:
-            return path
+        """:meth:`trace`, or where one posture cannot carry the line (right in front of the Panda's base
+        some heights are out of reach pointing down) a joint-space move to a posture at ``end`` whose
+        gripper path stays within LINE_TUBE of the line; None when neither exists."""
         path = self.trace(q0, start, end, orientation)
         if path is not None:
             return path
@@ -141,19 +110,6 @@ class PathPlanner:
             )
         return path
 
-    def _planned_line(self, q0: np.ndarray, start: np.ndarray, end: np.ndarray, orientation: np.ndarray) -> np.ndarray | None:
-        """The joint path of a line traced with the last goal posture that ends at ``end`` with
-        ``orientation`` and started within LINE_REUSE of ``q0``, now starting at ``q0``; None if there
-        is none or its first step from ``q0`` would leave the line (the check :meth:`trace` makes)."""
-        q0 = np.asarray(q0, float)
-        for line in self._planned:
-            path = line.path
-            if (np.allclose(line.end, end, rtol=0.0, atol=1e-9) and np.allclose(line.orientation, orientation, rtol=0.0, atol=1e-9)
-                    and float(np.max(np.abs(path[0] - q0))) <= LINE_REUSE
-                    and self._on_line(q0, path[1], np.asarray(start, float), line_points(line.start, line.end)[0])):
-                return np.vstack([q0, path[1:]])
-        return None
-
     def _in_tube(self, q0: np.ndarray, q1: np.ndarray, start: np.ndarray, end: np.ndarray) -> bool:
         axis = end - start
         length = float(np.linalg.norm(axis)) or 1.0
@@ -171,11 +127,8 @@ class PathPlanner:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The posture to reach ``xyz`` in from ``q0``, and the joint path there: the nearest posture
         from which the straight lines through ``then`` can be followed and that a joint-space move
-        reaches without dipping (:meth:`joint_path`); failing that, the nearest such move at all. The lines
-        traced from the posture chosen are kept: :meth:`line` follows them as traced (the executed path is
-        the one checked here, and the IK is not done twice)."""
+        reaches without dipping (:meth:`joint_path`); failing that, the nearest such move at all."""
         fallback = None
-        self._planned = []
         for candidate in self.kin.ik_solutions(xyz, orientation, q0):
             if self.collides(candidate):
                 continue
@@ -183,9 +136,7 @@ class PathPlanner:
                 path = self.joint_path(q0, candidate, clear_z)
             except UnreachableError:
                 continue
-            lines = self.lines_through(candidate, xyz, then, orientation)
-            if lines is not None:
-                self._planned = lines
+            if self.traces(candidate, xyz, then, orientation):
                 return candidate, path
             fallback = fallback or (candidate, path)
         if fallback is None:
