@@ -216,24 +216,20 @@ def test_ci_entry_point_is_executable_bash() -> None:
     assert os.access(ci, os.X_OK)
 
 
-def test_run_tests_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
-    """pytest's exit status 5 (nothing collected) must fail the run, not pass CI silently."""
-    (tmp_path / "empty").mkdir()
-    env = {**os.environ, "TEACHBOT_SKIP_LINT": "1", "VENV": str(Path(sys.prefix))}
-    result = subprocess.run(
-        [str(ROOT / "tools" / "run_tests.sh"), str(tmp_path / "empty"), "-p", "no:cacheprovider"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=pytest_timeout(120), check=False,
-    )
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "collected no tests" in result.stderr
-
-
 def _run_tests_script(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TEACHBOT_SKIP_LINT": "1", "VENV": str(Path(sys.prefix)), "TEACHBOT_TEST_WORKERS": "1"}
     return subprocess.run(
         [str(ROOT / "tools" / "run_tests.sh"), *args, "-p", "no:cacheprovider"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=pytest_timeout(300), check=False,
     )
+
+
+def test_run_tests_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
+    """pytest's exit status 5 (nothing collected) must fail the run, not pass CI silently."""
+    (tmp_path / "empty").mkdir()
+    result = _run_tests_script(str(tmp_path / "empty"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "collected no tests" in result.stderr
 
 
 def test_run_tests_stress_mode_repeats_with_busy_processes_and_stops_them(tmp_path: Path) -> None:
