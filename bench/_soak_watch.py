@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teachbot.console.os_layer import descendants
+from teachbot.sandbox.os_layer import descendants
 
 
 @dataclass(frozen=True)

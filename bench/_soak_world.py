@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console.dialog import DialogChannel, SessionEnded
-from teachbot.console.transcript import Transcript, person_outputs, utterance_text
 from teachbot.errors import ErrorCode
 from teachbot.evaluation.doubles import current_transcript, literal_call, prompt_examples
+from teachbot.language.dialog import DialogChannel, SessionEnded
+from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.memory.embedding import normalise
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample

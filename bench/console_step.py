@@ -28,11 +28,11 @@ WARMUP = 10
 def main() -> None:
     args = C.parser(__doc__.splitlines()[0], runs=300, smoke={"runs": 10}).parse_args()
     from teachbot.console.prompt import PromptBuilder
-    from teachbot.console.registry import ApiFunction, RobotApi
-    from teachbot.console.sandbox import SandboxExecutor
     from teachbot.console.session import ConsoleSession, SessionConfig
+    from teachbot.language.registry import ApiFunction, RobotApi
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.nodes.stack import InProcessStack
+    from teachbot.sandbox.executor import SandboxExecutor
 
     arm = C.spawn_arm()
     stack = InProcessStack(sim=False)

@@ -53,8 +53,8 @@ def main() -> int:
 
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.raider.agent import RaiderAgent
-    from teachbot.raider.benchmark import checker_factory, run_cases, summarise
-    from teachbot.raider.cases import CaseWorlds, load_cases
+    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, summarise
+    from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
     from teachbot.raider.config import RaiderConfig
 
     cases = load_cases()

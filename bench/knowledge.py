@@ -297,8 +297,8 @@ EXTRACTION_ANSWER = "Here is what the robot should remember:\n```json\n" + json.
 
 def extraction(args) -> dict:
     """KnowledgeExtractor.extract with an instant scripted model: everything but the model's time."""
-    from teachbot.console.registry import RobotApi
     from teachbot.knowledge.extractor import KnowledgeExtractor
+    from teachbot.language.registry import RobotApi
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.skills.parameters import SkillParameters
 

@@ -122,7 +122,7 @@ def main() -> None:
     p = C.parser(__doc__.splitlines()[0], runs=2, smoke={"runs": 1, "steps": 3})
     p.add_argument("--steps", type=int, default=len(STATEMENTS), help=f"steps timed per episode (default {len(STATEMENTS)})")
     args = p.parse_args()
-    from teachbot.console.reply import first_statement_complete, read_reply
+    from teachbot.language.reply import first_statement_complete, read_reply
     from teachbot.llm import base
     from teachbot.llm.openai_model import OpenAIModel
 

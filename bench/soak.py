@@ -71,19 +71,19 @@ from _soak_world import (  # noqa: E402
 )
 
 from teachbot.config import load_yaml, resolve_config  # noqa: E402
-from teachbot.console.registry import RobotApi  # noqa: E402
-from teachbot.console.sandbox import SandboxLimits  # noqa: E402
 from teachbot.console.tabletop_api import TabletopRobot  # noqa: E402
-from teachbot.console.transcript import Entry  # noqa: E402
 from teachbot.evaluation.harness import LocalLearner  # noqa: E402
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples  # noqa: E402
 from teachbot.interaction.core import ENDED  # noqa: E402
+from teachbot.language.registry import RobotApi  # noqa: E402
+from teachbot.language.transcript import Entry  # noqa: E402
 from teachbot.learning.improver import Improver  # noqa: E402
 from teachbot.llm.scripted import ScriptedModel  # noqa: E402
 from teachbot.memory.config import MemoryConfig  # noqa: E402
 from teachbot.memory.episodic import EpisodicMemory  # noqa: E402
 from teachbot.memory.files import TEMP_SUFFIX  # noqa: E402
 from teachbot.memory.store import MemoryStore  # noqa: E402
+from teachbot.sandbox.executor import SandboxLimits  # noqa: E402
 from teachbot.sim.scene import TabletopConfig  # noqa: E402
 
 GOAL_RSS_SLOPE_KIB = 50.0

@@ -14,10 +14,10 @@ import yaml
 from timing import deadline, pytest_timeout
 
 from teachbot.console.approval import ApprovalConfig, ApprovalGate
-from teachbot.console.dialog import DialogChannel
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError, MotionNotApproved
 from teachbot.interaction import CoreConfig, InteractionCore
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.llm.scripted import ScriptedModel
 
 pytestmark = pytest.mark.timeout(pytest_timeout(120))
@@ -323,7 +323,7 @@ def test_a_call_with_long_arguments_still_asks_a_question_the_dialog_will_say(tm
 def test_waiting_for_the_answer_is_not_robot_time(tmp_path):
     """The question is asked inside the motion call the sandbox times: the person's half second of thought
     must not use the robot-time budget."""
-    from teachbot.console.robot_time import RobotClock
+    from teachbot.sandbox.robot_time import RobotClock
 
     dialog = DialogChannel(timeout=5.0)
     gate = ApprovalGate.load(str(gate_config(tmp_path, "tabletop", {"put_first_on_second": "always"})),

@@ -10,16 +10,16 @@ import pytest
 from timing import pytest_timeout
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console.bounds import Bounds
-from teachbot.console.dialog import CUT, DialogChannel, SessionEnded
 from teachbot.console.prompt import PromptBuilder
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import SandboxExecutor
 from teachbot.console.session import ConsoleSession, SessionConfig
-from teachbot.console.transcript import ELIDED, Entry, Transcript
 from teachbot.errors import ArgumentTooLarge, ConfigError
 from teachbot.interaction import CoreConfig, InteractionCore
+from teachbot.language.bounds import Bounds
+from teachbot.language.dialog import CUT, DialogChannel, SessionEnded
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import ELIDED, Entry, Transcript
 from teachbot.llm.scripted import ScriptedModel
+from teachbot.sandbox.executor import SandboxExecutor
 
 pytestmark = pytest.mark.timeout(pytest_timeout(60))
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from teachbot.console.prompt import CURRENT_HEADER, EXAMPLE_HEADER, PromptBuilder
-from teachbot.console.registry import NotAvailableError, RobotApi
-from teachbot.console.reply import read_reply
+from teachbot.console.prompt import PromptBuilder
 from teachbot.console.session import extract_definition, undefined_calls
-from teachbot.console.transcript import Transcript
 from teachbot.errors import ConfigError
+from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER
+from teachbot.language.registry import NotAvailableError, RobotApi
+from teachbot.language.reply import read_reply
+from teachbot.language.transcript import Transcript
 
 TEXT = """>>> wait_for_trigger()
 {'type': 'dialog', 'text': 'put the red block in the blue bowl'}

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.prompt import PromptBuilder
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import SandboxExecutor
 from teachbot.console.session import ConsoleSession, SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.llm.scripted import ScriptedModel
+from teachbot.sandbox.executor import SandboxExecutor
 
 pytestmark = pytest.mark.timeout(pytest_timeout(180))
 

@@ -20,12 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teachbot.console.dialog import DialogChannel, SessionEnded
-from teachbot.console.prompt import CURRENT_HEADER
-from teachbot.console.registry import RobotApi
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
-from teachbot.console.transcript import person_outputs
 from teachbot.evaluation.doubles import current_transcript
 from teachbot.evaluation.harness import LocalLearner
 from teachbot.interaction import CoreConfig, InteractionCore
@@ -39,6 +35,10 @@ from teachbot.knowledge import (
     KnowledgeStore,
     crop_object,
 )
+from teachbot.language.dialog import DialogChannel, SessionEnded
+from teachbot.language.prompts import CURRENT_HEADER
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import person_outputs
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel

@@ -74,7 +74,7 @@ def test_replies_are_read_tolerantly_and_runs_become_examples():
 
 
 def test_the_cap_prompt_holds_the_api_the_examples_and_the_newest_instruction():
-    from teachbot.console.registry import RobotApi
+    from teachbot.language.registry import RobotApi
 
     api = RobotApi.load("tabletop")
     prompt = CapPrompt(api).build(["red block", "blue bowl"], [("put the red block in the bowl", ("say('ok')",))],

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation import TASKS, Benchmark, Episode, Task, WorldState, run_statements, transcript
+from teachbot.language.dialog import DialogChannel
 from teachbot.sim.scene import TabletopConfig
 
 EXPERT_SCENES = int(os.environ.get("TEACHBOT_EXPERT_SCENES", "3"))

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import yaml
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation import (
     SPLITS,
@@ -27,6 +26,7 @@ from teachbot.evaluation import (
 )
 from teachbot.evaluation import world_state as W
 from teachbot.evaluation.tasks_seen import NTH
+from teachbot.language.dialog import DialogChannel
 from teachbot.paths import config_path
 from teachbot.sim.scene import TabletopConfig, scene_from_yaml
 

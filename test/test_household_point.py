@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
 from teachbot.console.prompt import PromptBuilder
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ErrorCode
 from teachbot.evaluation.multitask_world import MultitaskWorld
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.sim.direct import DirectSkills
 from teachbot.skills.household_gestures import POINT_HEIGHT
 

@@ -19,8 +19,8 @@ import pytest
 import timing
 from timing import deadline, pytest_timeout, timeout
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
+from teachbot.language.dialog import DialogChannel
 from teachbot.nodeset import node_set
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.kinematics import KinematicsModel

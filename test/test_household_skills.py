@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.errors import ErrorCode
+from teachbot.language.dialog import DialogChannel
 from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
 from teachbot.sim.household_layout import surface_offset
 from teachbot.sim.household_scene import household_scene_from_yaml

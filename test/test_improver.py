@@ -8,7 +8,7 @@ import time
 import pytest
 from timing import timeout
 
-from teachbot.console.registry import RobotApi
+from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver, parse_verdict
 from teachbot.llm.scripted import ScriptedModel
 

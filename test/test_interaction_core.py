@@ -10,12 +10,8 @@ from types import SimpleNamespace
 import pytest
 from timing import deadline, pytest_timeout
 
-from teachbot.console.budget import SHORTENED, PromptTooLong, TokenBudget
-from teachbot.console.dialog import DialogChannel
-from teachbot.console.prompt import CURRENT_HEADER, EXAMPLE_HEADER, PromptBuilder
-from teachbot.console.registry import RobotApi
+from teachbot.console.prompt import PromptBuilder
 from teachbot.console.session import SessionConfig
-from teachbot.console.transcript import Transcript
 from teachbot.interaction import (
     CoreConfig,
     FallbackExamples,
@@ -24,6 +20,11 @@ from teachbot.interaction import (
     LocalExamples,
     MemoryUnavailable,
 )
+from teachbot.language.budget import SHORTENED, PromptTooLong, TokenBudget
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
 from teachbot.llm.base import SYSTEM_END, UNREACHABLE, LLMError, split_system
 from teachbot.llm.scripted import ScriptedModel
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teachbot.console.prompt import CURRENT_HEADER, EXAMPLE_HEADER, PromptBuilder
-from teachbot.console.registry import RobotApi
-from teachbot.console.transcript import Transcript
+from teachbot.console.prompt import PromptBuilder
 from teachbot.interaction.examples import MemoryUnavailable
 from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, Found, LocalKnowledge, named_object
 from teachbot.knowledge import ColourDepthDescriptor, KnowledgeEntry, KnowledgeRetriever, KnowledgeStore
+from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
 from teachbot.llm.base import SYSTEM_END
 from teachbot.skills.parameters import SkillParameters
 

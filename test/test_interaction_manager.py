@@ -14,8 +14,8 @@ from rclpy.executors import SingleThreadedExecutor
 from teachbot_interfaces.msg import DialogTurn, LlmCompletion, TranscriptUpdate
 from timing import deadline, pytest_timeout
 
-from teachbot.console.prompt import CURRENT_HEADER
-from teachbot.console.transcript import utterance_text
+from teachbot.language.prompts import CURRENT_HEADER
+from teachbot.language.transcript import utterance_text
 from teachbot.llm.base import prompt_digest
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.nodes.common import COMMAND_QOS

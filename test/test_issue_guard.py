@@ -6,12 +6,12 @@ import pytest
 from test_raider_agent import careful_agent, kitchen  # noqa: I001 - a sibling test module
 
 from teachbot.console.issue_guard import ActionIssue, IssueGuard, call_text
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.language.registry import RobotApi
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.raider.agent import CheckResult, RaiderAgent
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.recovery import RecoveryError, RecoveryPlanner, extract_plan
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 
 
 class Recorder:

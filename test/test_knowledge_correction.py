@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError
-from teachbot.knowledge.correction import NOTE_PREFIX, Correction, CorrectionConfig, CorrectionHandler, SkillCall
+from teachbot.knowledge.correction import Correction, CorrectionConfig, CorrectionHandler, SkillCall
 from teachbot.knowledge.grounding import Grounded, ground, resolve
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import NOTE_PREFIX
 from teachbot.llm.base import LLMError
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.robot_profile import RobotProfile

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from timing import timeout
 
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError
 from teachbot.knowledge import ExtractionConfig, KnowledgeEntry, KnowledgeExtractor, KnowledgeStore
+from teachbot.language.registry import RobotApi
 from teachbot.llm.base import LLMError
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.robot_profile import RobotProfile

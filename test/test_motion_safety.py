@@ -21,19 +21,19 @@ import pytest
 from timing import deadline, pytest_timeout, timeout
 
 from teachbot.config import load_yaml
-from teachbot.console import robot_time
-from teachbot.console.registry import RobotApi
-from teachbot.console.robot_time import RobotClock, not_counted, time_left
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.errors import ConfigError, ControllerError, ErrorCode, MotionTimeoutError, RobotTimeBudgetExceeded
+from teachbot.language.registry import RobotApi
 from teachbot.paths import config_path
+from teachbot.sandbox import robot_time
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
+from teachbot.sandbox.robot_time import RobotClock, not_counted, time_left
 
 pytestmark = pytest.mark.timeout(pytest_timeout(120))
 
 
 # ---------------------------------------------------------------------- the sandbox, with fakes
 class FakeClock:
-    """time for teachbot.console.robot_time: the real monotonic clock plus what fake motions and waits added."""
+    """time for teachbot.sandbox.robot_time: the real monotonic clock plus what fake motions and waits added."""
 
     def __init__(self) -> None:
         self.offset = 0.0

@@ -13,7 +13,6 @@ import pytest
 from timing import pytest_timeout
 
 from teachbot.console.prompt import PromptBuilder
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError
 from teachbot.evaluation.multitask import (
     SWITCH,
@@ -26,6 +25,7 @@ from teachbot.evaluation.multitask import (
     summarise,
 )
 from teachbot.evaluation.multitask_doubles import CoordinatorDouble, task_block, which_task
+from teachbot.language.registry import RobotApi
 
 CONFIG = MultitaskConfig.load()
 ROOT = Path(__file__).resolve().parents[1]

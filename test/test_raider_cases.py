@@ -13,7 +13,7 @@ import yaml
 
 from teachbot.errors import ConfigError
 from teachbot.raider.agent import CheckResult
-from teachbot.raider.cases import (
+from teachbot.evaluation.raider_cases import (
     ABSTRACTIONS,
     ISSUE_TYPES,
     CaseWorlds,

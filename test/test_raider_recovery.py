@@ -1,5 +1,5 @@
 """Recov_Plan: recovery plans run in the console sandbox against the simulated robot of a case's world,
-with a simulated person answering ask(); judged by the world afterwards (teachbot.raider.recovery_eval).
+with a simulated person answering ask(); judged by the world afterwards (teachbot.evaluation.raider_recovery).
 The planner double reads the Action and Issue at the end of the recovery prompt, not the few-shot
 examples, and answers like a chat model: a sentence, then the plan in a ```python fence."""
 
@@ -15,10 +15,10 @@ from fake_openai_server import FakeOpenAIServer
 from teachbot.cli import main
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.raider.agent import CheckResult, parse_call
-from teachbot.raider.benchmark import checker_factory, report_markdown, run_cases, summarise
-from teachbot.raider.cases import CaseWorlds, load_cases
+from teachbot.evaluation.raider_benchmark import checker_factory, report_markdown, run_cases, summarise
+from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.raider.recovery import RecoveryPlanner
-from teachbot.raider.recovery_eval import evaluate_recovery, goal_of, recovery_api, recovery_rate
+from teachbot.evaluation.raider_recovery import evaluate_recovery, goal_of, recovery_api, recovery_rate
 
 POINTS = ("top left corner", "top side", "top right corner", "left side", "middle", "right side",
           "bottom left corner", "bottom side", "bottom right corner")

@@ -1,4 +1,4 @@
-"""The tolerant reader of LLM replies (teachbot.console.reply) on a corpus of real reply styles."""
+"""The tolerant reader of LLM replies (teachbot.language.reply) on a corpus of real reply styles."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from teachbot.console.reply import EMPTY_ERROR, UNCLOSED_ERROR, Reply, first_statement_complete, read_reply
+from teachbot.language.reply import EMPTY_ERROR, UNCLOSED_ERROR, Reply, first_statement_complete, read_reply
 
 FIXTURES: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "fixtures" / "llm_replies.yaml").read_text())
 PROSE_HINT = "(write one Python statement after >>>; prose goes in say('...'))"

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from teachbot.config import load_yaml
-from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
 from teachbot.errors import ConfigError, UnknownObjectError
 from teachbot.paths import config_path
+from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
 
 LIMITS = SandboxLimits(wall_time=3.0, cpu_time=2.0, memory_mb=256)
 OBJECTS = ["red block", "green block", "blue bowl"]

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console import sandbox
-from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
+from teachbot.sandbox import executor as sandbox
+from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
 
 SECRET_VAR = "TEACHBOT_SANDBOX_TEST_SECRET"
 SECRET = f"secret-{uuid.uuid4().hex}"

@@ -1,4 +1,4 @@
-"""The sandbox worker's OS layer (teachbot.console.os_layer): bubblewrap namespaces and a seccomp filter.
+"""The sandbox worker's OS layer (teachbot.sandbox.os_layer): bubblewrap namespaces and a seccomp filter.
 
 The attack tests run raw Python in a worker set up exactly as the real one is (the same command from
 the OsPlan, the same harden() with its seccomp filter), but with no AST policy, no restricted builtins
@@ -26,11 +26,12 @@ import pytest
 from timing import deadline, pytest_timeout, timeout
 
 from teachbot.config import load_yaml
-from teachbot.console import os_layer, sandbox
-from teachbot.console.os_layer import Detected, IsolationConfig, OsPlan, SandboxIsolationError
-from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
 from teachbot.errors import ConfigError
 from teachbot.paths import config_path
+from teachbot.sandbox import executor as sandbox
+from teachbot.sandbox import os_layer
+from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
+from teachbot.sandbox.os_layer import Detected, IsolationConfig, OsPlan, SandboxIsolationError
 
 SECRET_VAR = "TEACHBOT_OS_LAYER_TEST_SECRET"
 SECRET = f"secret-{uuid.uuid4().hex}"
@@ -103,9 +104,10 @@ sys.stdout.write(json.dumps(out))
 # Runs as the node: the worker's parent, with the secret in the environment it was started with.
 NODE = r"""
 import json, os, socket, subprocess, sys
-from teachbot.console import os_layer, sandbox
-from teachbot.console.os_layer import IsolationConfig, SandboxIsolationError
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.sandbox import executor as sandbox
+from teachbot.sandbox import os_layer
+from teachbot.sandbox.os_layer import IsolationConfig, SandboxIsolationError
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 
 DRIVER = sys.argv[1]
 tcp = socket.socket()

@@ -21,17 +21,17 @@ from typing import Any
 
 import pytest
 
-from teachbot.console._sandbox_worker import CONSOLE_BUILTINS, check_source
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
-from teachbot.console.transcript import Entry, Transcript, utterance_text
-from teachbot.console.validate import transcript_problems
 from teachbot.errors import ErrorCode
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Entry, Transcript, utterance_text
 from teachbot.robot_profile import RobotProfile
+from teachbot.sandbox._sandbox_worker import CONSOLE_BUILTINS, check_source
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
+from teachbot.sandbox.validate import transcript_problems
 from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
 from teachbot.sim.household_scene import load_household_scene
 from teachbot.sim.household_world import HouseholdWorld

@@ -11,11 +11,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import SKILL_FUNCTIONS
-from teachbot.console.registry import RobotApi
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError, ErrorCode, InvalidArgumentError, LimitExceededError
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
 from teachbot.sim.household_layout import HouseholdLayout

@@ -341,7 +341,7 @@ def test_cli_lists_and_shows_tasks(tmp_path: Path) -> None:
 
 
 def test_acting_is_logged_only_under_a_task_begun_in_this_conversation(tmp_path: Path) -> None:
-    from teachbot.console.dialog import SessionEnded
+    from teachbot.language.dialog import SessionEnded
 
     table = Table()
     console = ConsoleTaskMemory(memory(tmp_path, table))

@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 from timing import deadline, pytest_timeout
 
-from teachbot.console.dialog import DialogChannel
-from teachbot.console.registry import RobotApi
 from teachbot.console.session import SessionConfig
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply
 from teachbot.interaction.confirm import EDIT, NO, UNCLEAR, YES, ConfirmWording, sentence_of
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
 from teachbot.memory import InteractionExample, MemoryStore
 from teachbot.web.scripted import robot_model, teacher_model

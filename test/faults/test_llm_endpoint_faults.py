@@ -29,9 +29,9 @@ pytest.importorskip("openai")
 from fake_openai_server import FakeOpenAIServer, pieces  # noqa: E402
 
 from teachbot.config import load_yaml, resolve_config  # noqa: E402
-from teachbot.console.dialog import DialogChannel  # noqa: E402
-from teachbot.console.registry import RobotApi  # noqa: E402
 from teachbot.interaction import CoreConfig, InteractionCore  # noqa: E402
+from teachbot.language.dialog import DialogChannel  # noqa: E402
+from teachbot.language.registry import RobotApi  # noqa: E402
 from teachbot.llm import load_llm_config, model_from_config, role_settings  # noqa: E402
 from teachbot.llm.capabilities import REGISTRY  # noqa: E402
 from teachbot.llm.openai_model import OpenAIModel  # noqa: E402

@@ -22,12 +22,12 @@ import pytest
 from timing import pytest_timeout
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console.dialog import DialogChannel
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.interaction import CoreConfig, InteractionCore
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
 from teachbot.llm.scripted import ScriptedModel
+from teachbot.sandbox.executor import SandboxLimits
 from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
 from teachbot.sim.scene import scene_from_yaml
 from teachbot.sim.world import TabletopWorld

@@ -1,4 +1,4 @@
-"""``teachbot eval raider``: the issue-detection benchmark (see teachbot.raider.benchmark).
+"""``teachbot eval raider``: the issue-detection benchmark (see teachbot.evaluation.raider_benchmark).
 
     teachbot eval raider --method precond --out DIR                       # offline, no model
     teachbot eval raider --method raider --ablation QGEN_GRND --llm-base-url URL --llm-model NAME --out DIR
@@ -43,8 +43,8 @@ def register(kinds: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the cases with the method; write results.jsonl, summary.json and report.md."""
     from teachbot.commands.eval import _llm, check_endpoint
-    from teachbot.raider.benchmark import checker_factory, run_cases, write_outputs
-    from teachbot.raider.cases import load_cases
+    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, write_outputs
+    from teachbot.evaluation.raider_cases import load_cases
     from teachbot.raider.config import RaiderConfig
 
     out = Path(args.out)
@@ -75,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
     recover = None
     if args.recovery:
         from teachbot.raider.recovery import RecoveryPlanner
-        from teachbot.raider.recovery_eval import recovery_api
+        from teachbot.evaluation.raider_recovery import recovery_api
 
         recover = RecoveryPlanner(model, recovery_api("household"))  # the tabletop cases get the tabletop API
     judge = None
     if args.judge:
-        from teachbot.raider.judge import ExplanationJudge
+        from teachbot.evaluation.raider_judge import ExplanationJudge
 
         judge = ExplanationJudge(model)
     bar = None

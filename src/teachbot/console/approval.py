@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console import robot_time
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.emergency_stop import safety_texts
 from teachbot.console.issue_guard import call_text
-from teachbot.console.registry import RobotApi
 from teachbot.errors import ConfigError, MotionNotApproved
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
+from teachbot.sandbox import robot_time
 
 CALL_CHARS = 300  # of the statement shown in the question; longer arguments are cut with '...'
 

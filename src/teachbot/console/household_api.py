@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.tabletop_api import ARGUMENT_ERRORS, SkillCaller
 from teachbot.errors import ErrorCode
+from teachbot.language.dialog import DialogChannel
 from teachbot.sim.household_layout import HouseholdLayout
 from teachbot.skills.parameters import call_fields
 

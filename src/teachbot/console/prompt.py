@@ -5,77 +5,30 @@ the robot API; byte-identical for a profile, sent as the system message by chat 
 ``SYSTEM_END``), then the "What I know" block of distilled knowledge and the examples (both fixed while
 the instructions do not change), then the current transcript, ending with ``>>> ``. Each step's prompt
 therefore starts with the previous step's prompt until the person says something new. With a
-``TokenBudget`` the prompt is trimmed to fit the model's context (teachbot.console.budget).
+``TokenBudget`` the prompt is trimmed to fit the model's context (teachbot.language.budget).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
 
-from teachbot.console.budget import KEEP_CHARS, SHORTENED, PromptTooLong, TokenBudget, TrimReport
-from teachbot.console.registry import RobotApi
-from teachbot.console.transcript import PROMPT, Entry, Transcript, person_outputs
-from teachbot.errors import ConfigError
+from teachbot.language.budget import KEEP_CHARS, SHORTENED, PromptTooLong, TokenBudget, TrimReport
+from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER, ExampleSource, load_prompt
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import PROMPT, Entry, Transcript, person_outputs
 from teachbot.llm.base import SYSTEM_END
-from teachbot.paths import share_dir
-
-EXAMPLE_HEADER = "# Example interaction"
-CURRENT_HEADER = "# Current interaction"
-
-
-class ExampleSource(Protocol):
-    def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
-        """Up to ``k`` example transcripts for these instructions (newest last), most similar last."""
-        ...
-
-
-def load_prompt(name: str) -> str:
-    """Text of ``prompts/<name>``; a missing file names the path."""
-    path = share_dir() / "prompts" / name
-    if not path.is_file():
-        raise ConfigError(f"prompt file not found: {path}")
-    return path.read_text()
+from teachbot.taskmemory import TaskMemoryConfig, prompt_block
 
 
 def tasks_block(api: RobotApi) -> str:
     """The procedural memory of the base prompt: the profile's task specifications (config/task_memory.yaml),
     with how to use the task memory when the API has it (prompts/task_memory_block.txt), else the list alone."""
-    from teachbot.taskmemory import TaskMemoryConfig, prompt_block
-
     specs = TaskMemoryConfig.load().tasks(api.profile)
     if not specs:
         return ""
     template = load_prompt("task_memory_block.txt" if "begin_task" in api.names else "task_list_block.txt")
     return template.replace("{specs}", prompt_block(specs)).strip()
-
-
-class FileExamples:
-    """Examples from ``memory_store/<profile>/*.txt`` when the memory node is not running.
-
-    Ranked by word overlap with the newest instructions (the memory node ranks by embeddings);
-    an empty store simply gives no examples.
-    """
-
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root or share_dir() / "memory_store"
-
-    def examples(self, profile: str, instructions: list[str], k: int) -> list[str]:
-        files = sorted((self.root / profile).glob("*.txt")) if (self.root / profile).is_dir() else []
-        texts = [f.read_text().strip() for f in files]
-        query = _words(" ".join(instructions[-3:]))
-        scored = sorted(
-            enumerate(texts),
-            key=lambda item: (len(query & _words(" ".join(Transcript.parse(item[1]).instructions()))), -item[0]),
-        )
-        return [text for _, text in scored[-k:]] if k > 0 else []
-
-
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 @dataclass

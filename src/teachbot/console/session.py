@@ -1,7 +1,7 @@
 """The interaction loop: prompt the LLM, run its statement in the sandbox, write the real output.
 
 An episode begins with the console itself running ``wait_for_trigger()`` (``begin``): no LLM call
-happens before a person has spoken. The LLM's reply is read tolerantly (teachbot.console.reply:
+happens before a person has spoken. The LLM's reply is read tolerantly (teachbot.language.reply:
 fences, prose, reasoning preambles, echoed prompts, invented output); its first statement runs (all
 of them, in order, with ``run_all_statements``). With a streaming backend the reply is closed as soon
 as the first statement is complete.
@@ -24,14 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.console._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
-from teachbot.console.bounds import Bounds, where
-from teachbot.console.completion import syntax_error
-from teachbot.console.prompt import PromptBuilder, load_prompt
-from teachbot.console.reply import Reply, code_block, first_statement_complete, read_reply
-from teachbot.console.sandbox import RunResult, SandboxExecutor
-from teachbot.console.transcript import Entry, Transcript, person_outputs, utterance_text
+from teachbot.console.prompt import PromptBuilder
+from teachbot.language.bounds import Bounds, where
+from teachbot.language.completion import syntax_error
+from teachbot.language.prompts import load_prompt
+from teachbot.language.reply import Reply, code_block, first_statement_complete, read_reply
+from teachbot.language.transcript import Entry, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Completion, Model
+from teachbot.sandbox._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
+from teachbot.sandbox.executor import RunResult, SandboxExecutor
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
 NOBODY = "TimeoutError"  # error type of a wait_for_trigger()/ask() that nobody answered

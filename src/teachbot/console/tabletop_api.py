@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.errors import ErrorCode
+from teachbot.language.dialog import DialogChannel
 from teachbot.sim.scene import TabletopConfig
 from teachbot.skills.parameters import call_fields
 

@@ -28,18 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console.prompt import load_prompt
-from teachbot.console.registry import RobotApi
-from teachbot.console.reply import read_reply
-from teachbot.console.sandbox import RunResult, SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
-from teachbot.console.transcript import Transcript, person_outputs, utterance_text
 from teachbot.evaluation.harness import AgentModels, EvalDialog, Method, PreparedRun, run_record, usage_meter
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, TemplatePerson
+from teachbot.language.prompts import load_prompt
+from teachbot.language.registry import RobotApi
+from teachbot.language.reply import read_reply
+from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory.example import InteractionExample
+from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
 
 KINDS = ("cap", "dynamic-cap", "helper")
 PROFILE = "tabletop"

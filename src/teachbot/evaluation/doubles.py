@@ -23,8 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from teachbot.console.prompt import CURRENT_HEADER, EXAMPLE_HEADER
-from teachbot.console.transcript import Transcript, person_outputs, utterance_text
+from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER
+from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 

@@ -47,14 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from teachbot.console.dialog import DialogChannel, SessionEnded
-from teachbot.console.registry import RobotApi
 from teachbot.console.session import SessionConfig
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
 from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
 from teachbot.knowledge.retriever import render
+from teachbot.language.dialog import DialogChannel, SessionEnded
+from teachbot.language.registry import RobotApi
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 if TYPE_CHECKING:  # the worlds (PyBullet) load only when a run starts

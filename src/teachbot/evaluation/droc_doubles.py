@@ -36,12 +36,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from teachbot.console.household_api import SKILL_FUNCTIONS
-from teachbot.console.prompt import CURRENT_HEADER
-from teachbot.console.transcript import Transcript
 from teachbot.evaluation.doubles import _said, current_transcript, literal_call
 from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, Variant
-from teachbot.knowledge.correction import NOTE_PREFIX, rewrite_call, skill_calls
+from teachbot.knowledge.correction import rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
+from teachbot.language.prompts import CURRENT_HEADER
+from teachbot.language.transcript import NOTE_PREFIX, Transcript
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.robot_profile import RobotProfile

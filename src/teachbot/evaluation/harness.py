@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console.dialog import DialogChannel, SessionEnded
-from teachbot.console.registry import RobotApi
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
-from teachbot.console.transcript import Transcript
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples
 from teachbot.interaction.core import ENDED
+from teachbot.language.dialog import DialogChannel, SessionEnded
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.config import load_yaml, require
-from teachbot.console.dialog import DialogChannel, SessionEnded
 from teachbot.errors import ConfigError
+from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.paths import config_path
 from teachbot.taskmemory import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from teachbot.console.registry import RobotApi
+from teachbot.language.registry import RobotApi
 from teachbot.taskmemory import MEMORY_FUNCTIONS, ConsoleTaskMemory, ObjectInfo, TaskMemory, TaskMemoryConfig, WorkerLLM
 
 MAX_STOPS = 3  # consoles that give up by themselves within one conversation before the person leaves
@@ -41,7 +41,7 @@ class Agent:
             return functions
         worker = None
         if self.method == "memory-worker":
-            from teachbot.console.prompt import load_prompt
+            from teachbot.language.prompts import load_prompt
 
             worker = WorkerLLM(self.models.worker, load_prompt("task_memory_worker.txt"), self.memory_config)
         memory = TaskMemory(self.store / "tasks", self.memory_config, "household", self.environment, worker)

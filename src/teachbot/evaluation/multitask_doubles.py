@@ -24,8 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from teachbot.console.transcript import Transcript, person_outputs, utterance_text
 from teachbot.evaluation.doubles import WAIT, current_transcript, literal_call
+from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec
 

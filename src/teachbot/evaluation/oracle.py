@@ -1,6 +1,6 @@
 """Running the experts' console statements (our own, trusted code) against the robot API functions.
 
-Never for a model's code: that runs only in the sandbox (teachbot.console.sandbox), as the console and
+Never for a model's code: that runs only in the sandbox (teachbot.sandbox.executor), as the console and
 the baselines do.
 
 A light stand-in for the console: each statement is executed in one namespace that holds the robot

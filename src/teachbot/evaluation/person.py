@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from teachbot.config import load_yaml
-from teachbot.console.prompt import load_prompt
 from teachbot.errors import ConfigError
+from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import Model
 from teachbot.paths import share_dir
 

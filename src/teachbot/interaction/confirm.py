@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from teachbot.config import load_yaml
-from teachbot.console import robot_time
-from teachbot.console.dialog import DialogChannel
 from teachbot.errors import ConfigError
 from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
+from teachbot.language.dialog import DialogChannel
 from teachbot.memory.example import InteractionExample
 from teachbot.paths import share_dir
+from teachbot.sandbox import robot_time
 
 WORDING = "lessons.yaml"
 TEXTS = ("question", "again", "stored", "edited", "rejected", "no_answer", "failed", "not_stored", "reason_rejected",

@@ -16,20 +16,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from teachbot.console.approval import ApprovalGate
-from teachbot.console.bounds import Bounds
-from teachbot.console.budget import PromptTooLong, TokenBudget
-from teachbot.console.dialog import DialogChannel
-from teachbot.console.prompt import ExampleSource, PromptBuilder
-from teachbot.console.registry import NotAvailableError, RobotApi
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
+from teachbot.console.prompt import PromptBuilder
 from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
-from teachbot.console.transcript import Entry, Transcript
 from teachbot.interaction.confirm import LessonConfirmation
 from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
 from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
+from teachbot.language.bounds import Bounds
+from teachbot.language.budget import PromptTooLong, TokenBudget
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.prompts import ExampleSource
+from teachbot.language.registry import NotAvailableError, RobotApi
+from teachbot.language.transcript import Entry, Transcript
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 from teachbot.memory.example import InteractionExample
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 
 ENDED = "the person ended the session"
 LEARN_GRACE = 1.0  # seconds the console waits past the learning deadline (the learner stores nothing after it)

@@ -8,7 +8,7 @@ by task similarity and by how alike the object at hand looks; ``render`` writes 
 scale (``grounding``); ``KnowledgeExtractor`` distils entries from an interaction's corrections.
 """
 
-from teachbot.knowledge.correction import NOTE_PREFIX, Correction, CorrectionHandler, SkillCall
+from teachbot.knowledge.correction import Correction, CorrectionHandler, SkillCall
 from teachbot.knowledge.descriptor import (
     ColourDepthDescriptor,
     DescriptorConfig,
@@ -28,7 +28,6 @@ from teachbot.knowledge.store import KnowledgeImportReport, KnowledgeStore
 __all__ = [
     "DEFAULT_SCOPE",
     "KINDS",
-    "NOTE_PREFIX",
     "SCOPES",
     "ColourDepthDescriptor",
     "Correction",

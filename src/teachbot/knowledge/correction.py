@@ -22,17 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.console.prompt import load_prompt
-from teachbot.console.registry import RobotApi
-from teachbot.console.reply import strip_reasoning
-from teachbot.console.transcript import Transcript, person_outputs, utterance_text
 from teachbot.knowledge.grounding import CorrectionConfig, Grounded, ground, number_text, resolve, words
+from teachbot.language.json_reply import read_json
+from teachbot.language.prompts import load_prompt
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import NOTE_PREFIX, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Model
 from teachbot.skills.parameters import SkillParameters
 
 log = logging.getLogger(__name__)
 
-NOTE_PREFIX = "# correction: "
 LEVELS = ("plan", "skill", "none")
 HISTORIES = ("last", "initial", "none")
 HISTORY_TEXT = {"last": "about the last action", "initial": "about the initial request", "none": "regardless of the history"}
@@ -41,8 +40,8 @@ HISTORY_SYNONYMS = {"previous": "last", "latest": "last", "recent": "last", "cur
                     "defaults": "none", "independent": "none"}
 RECENT_CALLS = 5  # skill calls the prompt lists
 
-__all__ = ["HISTORIES", "LEVELS", "NOTE_PREFIX", "Correction", "CorrectionConfig", "CorrectionHandler", "SkillCall",
-           "fill", "parameter_block", "read_json_object", "skill_calls"]
+__all__ = ["HISTORIES", "LEVELS", "Correction", "CorrectionConfig", "CorrectionHandler", "SkillCall",
+           "fill", "parameter_block", "skill_calls"]
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ class CorrectionHandler:
         except Exception as exc:  # any backend failure: the interaction LLM replans with the utterance
             log.warning("correction: the model failed (%s); treating %r as a plan-level correction", exc, utterance[:80])
             return fallback
-        answer = read_json_object(raw, ("correction", "level"))
+        answer = read_json(raw, ("correction", "level"))
         if answer is None:
             log.warning("correction: cannot read the model's answer %r; treating it as a plan-level correction", raw[:200])
             return plan_fallback(utterance, raw)
@@ -291,22 +290,6 @@ def parameter_block(api: RobotApi, parameters: SkillParameters) -> str:
             lines.append(f"    #   {name}: default {shown}{unit if default is not None else ''}, range {spec.range_text()}; {spec.doc}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) or "(no skill takes parameters)"
-
-
-def read_json_object(raw: str, keys: Sequence[str]) -> dict[str, Any] | None:
-    """The first JSON (or Python-literal) object in a model's answer that has one of ``keys``; the answer
-    may hold reasoning blocks, fences and prose around it. None when there is none."""
-    from teachbot.learning.improver import _braced, _literal  # the improver's tolerant reading; imported here, as
-    # the learning side may come to import the knowledge package
-
-    text = strip_reasoning(raw)
-    for candidate in _braced(text):
-        value = _literal(candidate)
-        if isinstance(value, dict):
-            lowered = {str(k).strip().lower(): v for k, v in value.items()}
-            if any(k in lowered for k in keys):
-                return lowered
-    return None
 
 
 def rewrite_call(source: str, kwargs: Mapping[str, Any]) -> str:

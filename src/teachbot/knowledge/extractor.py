@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.config import load_yaml
-from teachbot.console.prompt import load_prompt
-from teachbot.console.registry import RobotApi
-from teachbot.console.reply import strip_reasoning
-from teachbot.console.transcript import Transcript
 from teachbot.errors import ConfigError, TeachbotError
-from teachbot.knowledge.correction import NOTE_PREFIX, call_subject, fill, one_line, parameter_block, person_said, skill_calls
+from teachbot.knowledge.correction import call_subject, fill, one_line, parameter_block, person_said, skill_calls
 from teachbot.knowledge.entry import KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance
 from teachbot.knowledge.grounding import number_text, read_section, words
+from teachbot.language.json_reply import json_values
+from teachbot.language.prompts import load_prompt
+from teachbot.language.registry import RobotApi
+from teachbot.language.reply import strip_reasoning
+from teachbot.language.transcript import NOTE_PREFIX, Transcript
 from teachbot.llm.base import Model
 from teachbot.memory.example import utc_now_iso
 from teachbot.paths import config_path
@@ -258,18 +259,11 @@ class KnowledgeExtractor:
 def read_json_items(raw: str) -> list[dict[str, Any]] | None:
     """The objects with a "kind" key in a model's answer (a JSON list, possibly inside reasoning, fences or
     prose, possibly cut short); [] for an explicit empty list; None when nothing can be read."""
-    from teachbot.learning.improver import _braced, _literal  # the improver's tolerant reading (see read_json_object)
-
-    text = strip_reasoning(raw)
-    items = []
-    for candidate in _braced(text):
-        value = _literal(candidate)
-        if isinstance(value, dict):
-            lowered = {str(k).strip().lower(): v for k, v in value.items()}
-            if "kind" in lowered:
-                items.append(lowered)
+    items = [{str(k).strip().lower(): v for k, v in value.items()} for value in json_values(raw)]
+    items = [item for item in items if "kind" in item]
     if items:
         return items
+    text = strip_reasoning(raw)
     return [] if re.search(r"\[\s*\]", text) else None
 
 

@@ -22,7 +22,6 @@ For a task instruction and, optionally, the object at hand (its name and its cro
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -38,6 +37,7 @@ from teachbot.errors import ConfigError, InvalidArgumentError
 from teachbot.knowledge.descriptor import COSINE, ColourDepthDescriptor, DescriptorConfig, ImageEmbedder
 from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.store import KnowledgeStore
+from teachbot.language.json_reply import json_values
 from teachbot.llm.base import LLMError, Model
 from teachbot.memory.embedding import Embedder, normalise
 from teachbot.paths import config_path, share_dir
@@ -399,13 +399,10 @@ def select_with_model(model: Model, task: str, object_name: str, entries: Sequen
 
 
 def parse_selection(answer: str, count: int) -> list[int] | None:
-    """The indices in the first JSON list of ``answer`` (sorted, unique, those in range); None when there is no list of numbers."""
-    match = re.search(r"\[[^\[\]]*\]", answer)
-    if match is None:
-        return None
-    try:
-        values = json.loads(match.group(0))
-    except json.JSONDecodeError:
+    """The indices in the first JSON list of ``answer`` outside its reasoning (sorted, unique, those in range);
+    None when there is no list of numbers."""
+    values = next(json_values(answer, list), None)
+    if values is None:
         return None
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return None

@@ -19,20 +19,19 @@ was, no LLM), ``improve`` (the default).
 from __future__ import annotations
 
 import ast
-import json
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.console.prompt import load_prompt
-from teachbot.console.registry import RobotApi
-from teachbot.console.reply import code_block, strip_reasoning
-from teachbot.console.transcript import Transcript, utterance_text
-from teachbot.console.validate import transcript_problems
-from teachbot.knowledge.correction import NOTE_PREFIX
+from teachbot.language.json_reply import json_values
+from teachbot.language.prompts import load_prompt
+from teachbot.language.registry import RobotApi
+from teachbot.language.reply import code_block, strip_reasoning
+from teachbot.language.transcript import NOTE_PREFIX, Transcript, utterance_text
 from teachbot.llm.base import Model
+from teachbot.sandbox.validate import transcript_problems
 
 MODES = ("improve", "store_raw", "off")
 LEARN_CALL = "learn_from_interaction()"
@@ -184,7 +183,6 @@ class Improver:
 
 # ---------------------------------------------------------------------------------------- verdict
 _LABEL = re.compile(r"^(?:\*\*)?(?:final answer|answer|verdict|problem|description)(?:\*\*)?\s*:\s*(?:\*\*)?\s*", re.I)
-_JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _DESCRIPTION_KEYS = ("description", "reason", "explanation", "problem_description")
 
 
@@ -193,9 +191,8 @@ def parse_verdict(answer: str) -> Verdict:
     ``problem`` key; else an answer that is exactly "NO PROBLEM" means none, and anything else is a
     problem described by its first sentence (``structured`` False). Never a search over prose."""
     text = strip_reasoning(answer)
-    for candidate in _braced(text):
-        value = _literal(candidate)
-        verdict = _verdict_of(value) if isinstance(value, dict) else None
+    for value in json_values(text):
+        verdict = _verdict_of(value)
         if verdict is not None:
             return verdict
     bare = text.strip().strip("*`\"' \t\n").rstrip(".!").strip()
@@ -204,53 +201,6 @@ def parse_verdict(answer: str) -> Verdict:
     lines = [line for line in text.splitlines() if not line.strip().startswith("```")]
     prose = _LABEL.sub("", " ".join(" ".join(lines).split())).strip().strip("*").strip()
     return Verdict(True, _one_sentence(prose), structured=False)
-
-
-def _braced(text: str) -> Iterator[str]:
-    """Every balanced ``{...}`` span of ``text``, by position of its opening brace (quotes respected)."""
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
-        depth, quote, escaped = 0, "", False
-        for end in range(start, len(text)):
-            c = text[end]
-            if quote:
-                if escaped:
-                    escaped = False
-                elif c == "\\":
-                    escaped = True
-                elif c == quote:
-                    quote = ""
-            elif c in "\"'":
-                quote = c
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    yield text[start:end + 1]
-                    break
-
-
-class _JsonNames(ast.NodeTransformer):
-    """true/false/null (any case) as Python constants, so ast.literal_eval reads JSON-ish dicts."""
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:  # noqa: N802 - the NodeTransformer protocol
-        if node.id.lower() in _JSON_NAMES:
-            return ast.copy_location(ast.Constant(_JSON_NAMES[node.id.lower()]), node)
-        return node
-
-
-def _literal(candidate: str) -> Any:
-    try:
-        return json.loads(candidate)
-    except ValueError:
-        pass
-    try:
-        tree = _JsonNames().visit(ast.parse(candidate, mode="eval"))
-        return ast.literal_eval(tree)
-    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        return None
 
 
 def _verdict_of(value: dict[Any, Any]) -> Verdict | None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from teachbot.console.transcript import Transcript
+from teachbot.language.transcript import Transcript
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
 from teachbot.memory.example import InteractionExample

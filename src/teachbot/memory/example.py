@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from teachbot.console.transcript import Transcript
 from teachbot.errors import TeachbotError
+from teachbot.language.transcript import Transcript
 
 SEED, LEARNED = "seed", "learned"
 SOURCES = (SEED, LEARNED)

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from teachbot.console.transcript import Transcript
+from teachbot.language.transcript import Transcript
 from teachbot.memory.example import (
     LEARNED,
     SEED,

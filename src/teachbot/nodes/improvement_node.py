@@ -37,10 +37,10 @@ from teachbot_interfaces.msg import InteractionExample, LlmCompletion
 from teachbot_interfaces.srv import AddExample, AddKnowledge, DescribeObject, Improve
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console.registry import RobotApi
-from teachbot.console.transcript import Transcript
 from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
 from teachbot.learning.improver import Improver, Lesson, deadline_message
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config

@@ -34,14 +34,10 @@ from teachbot_interfaces.msg import DialogTurn, LlmCompletion, ObjectList, Thing
 from teachbot_interfaces.srv import DescribeObject, Improve, RetrieveExamples, RetrieveKnowledge
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.emergency_stop import EmergencyStop
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
-from teachbot.console.registry import NotAvailableError, RobotApi
-from teachbot.console.sandbox import SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
-from teachbot.console.transcript import Entry
 from teachbot.errors import TeachbotError
 from teachbot.interaction import (
     CoreConfig,
@@ -54,6 +50,9 @@ from teachbot.interaction import (
     render_example,
 )
 from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, Found, LocalKnowledge
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import NotAvailableError, RobotApi
+from teachbot.language.transcript import Entry
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
@@ -66,6 +65,7 @@ from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, mo
 from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
+from teachbot.sandbox.executor import SandboxLimits
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
 MEMORY_DISCOVERY = 5.0  # seconds the console looks for a memory node (one started beside it) before it opens the store itself

@@ -22,11 +22,11 @@ from std_msgs.msg import Bool
 from teachbot_interfaces.msg import SkillResult
 from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
-from teachbot.console.robot_time import time_left
 from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS, DONE, GONE, STOPPED, wait_served
 from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
 from teachbot.robot_profile import RobotProfile
+from teachbot.sandbox.robot_time import time_left
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
@@ -191,7 +191,7 @@ class SkillClient:
         """Send a goal and wait for its result.
 
         Past ``timeout`` (clipped to what is left of the console's robot time, see
-        teachbot.console.robot_time) the goal is cancelled, and MotionTimeoutError says whether the skill
+        teachbot.sandbox.robot_time) the goal is cancelled, and MotionTimeoutError says whether the skill
         stopped within :attr:`cancel_grace` seconds or the arm may still move. A goal that ended by itself
         while being cancelled returns its result. A goal that :meth:`cancel_all` stopped with a ``fault``
         raises that fault.

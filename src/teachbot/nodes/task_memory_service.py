@@ -99,7 +99,7 @@ def working_memory_maker(config: TaskMemoryConfig, log: Callable[[str], None], l
     ``task_memory_worker`` role of ``llm`` (default: config/llm.yaml) with prompts/task_memory_worker.txt."""
     if config.working_memory != "worker":
         return None
-    from teachbot.console.prompt import load_prompt
+    from teachbot.language.prompts import load_prompt
     from teachbot.llm.factory import model_from_config
     from teachbot.nodeset import llm_settings
     from teachbot.taskmemory import WorkerLLM

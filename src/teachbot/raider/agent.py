@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.console.prompt import load_prompt
 from teachbot.errors import ConfigError
+from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model, ToolChatModel
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.tools import TOOL_DOCS, GroundedTools, ToolError

@@ -11,9 +11,9 @@ import ast
 import builtins
 import re
 
-from teachbot.console.prompt import load_prompt
-from teachbot.console.registry import RobotApi
 from teachbot.errors import TeachbotError
+from teachbot.language.prompts import load_prompt
+from teachbot.language.registry import RobotApi
 from teachbot.llm.base import Model
 from teachbot.raider.agent import CheckResult
 

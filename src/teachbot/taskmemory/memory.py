@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from teachbot.console.dialog import SessionEnded
+from teachbot.language.dialog import SessionEnded
 from teachbot.taskmemory.log import RESUMED, TaskLogStore, slug
 from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
 from teachbot.taskmemory.working import DONE, NOT_STARTED, LogExtractor, TaskRun, WorkingMemory, declarative_view

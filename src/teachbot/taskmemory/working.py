@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from teachbot.language.json_reply import read_json
+from teachbot.llm.base import LLMError
 from teachbot.taskmemory.log import ACTION, RESUMED, LogRecord
 from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, steps
 
@@ -135,16 +137,13 @@ class WorkerLLM:
         return text
 
     def __call__(self, run: TaskRun) -> WorkingMemory:
-        from teachbot.knowledge.correction import read_json_object
-        from teachbot.llm.base import LLMError
-
         fallback = self.fallback(run)
         try:
             raw = self.model.generate(self.prompt(run), stop=(), temperature=0.0).text
         except (LLMError, OSError) as exc:
             self.log(f"task memory: the worker model failed ({exc}); the working memory comes from the logs")
             return fallback
-        answer = read_json_object(raw, WORKER_KEYS)
+        answer = read_json(raw, WORKER_KEYS)
         if answer is None:
             self.log("task memory: the worker's answer held no JSON object; the working memory comes from the logs")
             return fallback

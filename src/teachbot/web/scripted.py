@@ -14,7 +14,7 @@ import ast
 import json
 import re
 
-from teachbot.console.prompt import CURRENT_HEADER
+from teachbot.language.prompts import CURRENT_HEADER
 from teachbot.llm.scripted import ScriptedModel
 
 _REQUEST = re.compile(r"put the (?:(\w+) )?block in the (\w+) bowl", re.I)

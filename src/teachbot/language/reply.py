@@ -45,7 +45,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from teachbot.console.completion import syntax_error
+from teachbot.language.completion import syntax_error
 
 EMPTY_ERROR = "EmptyCompletion: the model wrote nothing after >>>"
 UNCLOSED_ERROR = ("IncompleteReply: the reply ended inside <think> before any statement "

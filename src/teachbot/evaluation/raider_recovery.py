@@ -2,7 +2,7 @@
 
 For a case with an issue and a check's verdict, :class:`~teachbot.raider.recovery.RecoveryPlanner`
 writes a plan; it runs in the console sandbox against the simulated robot of the case's world (its
-scene and setup loaded by :class:`~teachbot.raider.cases.CaseWorlds`), with a simulated person who
+scene and setup loaded by :class:`~teachbot.evaluation.raider_cases.CaseWorlds`), with a simulated person who
 answers ``ask()`` from the ground truth, and is judged by the world afterwards. The rule per issue type:
 
 - IA, IU2, IU5 (and IN): the robot can fix it (ask which one, free or fetch the hand, open the
@@ -38,18 +38,18 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console.dialog import DialogChannel
 from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
-from teachbot.console.registry import ApiFunction, RobotApi
-from teachbot.console.sandbox import SandboxExecutor, SandboxLimits
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ErrorCode, TeachbotError
+from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import ApiFunction, RobotApi
 from teachbot.raider.agent import CheckResult
-from teachbot.raider.cases import CaseWorlds, RaiderCase
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
 from teachbot.raider.precond import ACTIONS, parse_query
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.tools import normalise
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.scene import TabletopConfig

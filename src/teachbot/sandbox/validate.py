@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 
-from teachbot.console.registry import RobotApi
-from teachbot.console.sandbox import CONSOLE_BUILTINS
-from teachbot.console.transcript import Transcript
+from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
+from teachbot.sandbox.executor import CONSOLE_BUILTINS
 
 
 def transcript_problems(text: str, api: RobotApi, *, forbid: tuple[str, ...] = ()) -> list[str]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from teachbot.console.budget import KEEP_CHARS
+from teachbot.language.budget import KEEP_CHARS
 
 PROMPT = ">>> "
 CONTINUATION = "... "
 TRIGGER_CALLS = ("wait_for_trigger", "ask")  # calls whose return value is what the person said
 ELIDED = "... [output elided: the transcript is at its size limit]"
 CUT = "... [output cut: the transcript is at its size limit]"
+NOTE_PREFIX = "# correction: "  # the console's note on a correction it took (the learner and DROC read it)
 
 
 @dataclass(frozen=True)

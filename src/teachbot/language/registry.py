@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.config import load_yaml, resolve_config
-from teachbot.console.bounds import Bounds
 from teachbot.errors import ConfigError
+from teachbot.language.bounds import Bounds
 
 
 class NotAvailableError(RuntimeError):

@@ -7,7 +7,7 @@ Scores per case: Grnd (the grounded objects are the expected ones), Det (the ver
 follows the evaluation harness: ``results.jsonl`` (one line per case), ``summary.json`` and
 ``report.md`` with a per-issue-type table like the RAIDER paper's Table 1. With a recovery planner,
 Recov_Plan too: for each case whose issue verdict is right, the recovery plan runs in the case's world
-and counts when it works (:mod:`teachbot.raider.recovery_eval`). Pure Python, no ROS.
+and counts when it works (:mod:`teachbot.evaluation.raider_recovery`). Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from teachbot.console.prompt import load_prompt
+from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model
 from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_json
-from teachbot.raider.cases import CaseWorlds, RaiderCase, fact_score
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase, fact_score
 from teachbot.raider.config import RaiderConfig
-from teachbot.raider.judge import ExplanationJudge
+from teachbot.evaluation.raider_judge import ExplanationJudge
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
-from teachbot.raider.recovery_eval import evaluate_recovery
+from teachbot.evaluation.raider_recovery import evaluate_recovery
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
 
 METHODS = ("raider", "precond", "visual-obs")

@@ -1,8 +1,8 @@
 """The sandbox that runs LLM-written console code in a separate, locked-down worker process.
 
 The parent (this module) checks the source against the AST policy, sends it over a pipe to a worker
-started with ``python -I -S`` (teachbot/console/_sandbox_worker.py, which drops to uid nobody and sets
-rlimits) inside the OS layer that config/sandbox.yaml's ``isolation:`` asks for (teachbot.console.os_layer:
+started with ``python -I -S`` (teachbot/sandbox/_sandbox_worker.py, which drops to uid nobody and sets
+rlimits) inside the OS layer that config/sandbox.yaml's ``isolation:`` asks for (teachbot.sandbox.os_layer:
 bubblewrap namespaces, a seccomp filter),
 and answers the worker's robot API calls: only registered names, only plain data, as
 length-prefixed JSON; nothing from the worker is ever unpickled, and every frame from it is treated
@@ -11,7 +11,7 @@ calls and SIGKILLs the worker on overrun (RLIMIT_CPU and RLIMIT_AS kill it from 
 ``on_kill`` cancels robot goals, a fresh worker gets back the defs and plain-data variables as they
 were after the last completed snippet (a killed snippet leaves no trace; no robot call is replayed),
 and the console reads one error line that says what was cancelled. The time inside the robot's motion
-functions has budgets of its own, per snippet and per episode (teachbot.console.robot_time).
+functions has budgets of its own, per snippet and per episode (teachbot.sandbox.robot_time).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.config import dataclass_block
-from teachbot.console._sandbox_worker import (
+from teachbot.errors import ConfigError
+from teachbot.sandbox._sandbox_worker import (
     CONSOLE_BUILTINS,
     EXIT_MEMORY,
     HEADER,
@@ -45,9 +46,8 @@ from teachbot.console._sandbox_worker import (
     error_line,
     pack,
 )
-from teachbot.console.os_layer import IsolationConfig, SandboxIsolationError, plan
-from teachbot.console.robot_time import RobotClock, WallClock, cancel_motions
-from teachbot.errors import ConfigError
+from teachbot.sandbox.os_layer import IsolationConfig, SandboxIsolationError, plan
+from teachbot.sandbox.robot_time import RobotClock, WallClock, cancel_motions
 
 __all__ = ["CONSOLE_BUILTINS", "RunResult", "SandboxExecutor", "SandboxLimits", "SandboxViolation"]
 

@@ -7,13 +7,11 @@ A reply it cannot read is no grade (None), never a pass. Pure Python, no ROS.
 
 from __future__ import annotations
 
-import json
-import re
-
-from teachbot.console.prompt import load_prompt
+from teachbot.language.json_reply import read_json
+from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import LLMError, Model
 from teachbot.raider.agent import CheckResult
-from teachbot.raider.cases import RaiderCase
+from teachbot.evaluation.raider_cases import RaiderCase
 
 
 def judge_prompt(case: RaiderCase, result: CheckResult) -> str:
@@ -37,11 +35,7 @@ class ExplanationJudge:
             text = self.model.generate(judge_prompt(case, result), stop=(), max_tokens=200).text
         except LLMError:
             return None
-        m = re.search(r"\{.*?\}", text, re.S)
-        try:
-            value = json.loads(m.group(0)) if m else None
-        except ValueError:
-            value = None
-        if not isinstance(value, dict) or not isinstance(value.get("correct"), bool):
+        value = read_json(text, ("correct",))
+        if value is None or not isinstance(value.get("correct"), bool):
             return None
         return value["correct"]

@@ -5,7 +5,7 @@ root (then the worker cannot drop to uid nobody). bubblewrap (``bwrap``) starts 
 PID, network, IPC and UTS namespaces (and a user namespace unless we are root) with a filesystem of
 read-only binds (the system libraries, the Python installation, this directory) and a private /proc:
 other processes, their environments and the network are out of sight. The seccomp filter
-(teachbot/console/_sandbox_seccomp.py, loaded by the worker itself before it says ready) refuses
+(teachbot/sandbox/_sandbox_seccomp.py, loaded by the worker itself before it says ready) refuses
 files, sockets, processes, signals to others and ptrace at the system-call level, namespaces or not.
 
 config/sandbox.yaml's ``isolation:`` block picks the layers; with none available the worker is not

@@ -1,6 +1,6 @@
 """The console's one-line ``SyntaxError`` for text that is not Python.
 
-LLM replies are read by ``teachbot.console.reply.read_reply``, which copes with fences, prose,
+LLM replies are read by ``teachbot.language.reply.read_reply``, which copes with fences, prose,
 ``<think>`` blocks and invented output; this module only words the error a non-statement gets.
 """
 

@@ -1,7 +1,7 @@
 """The dialog between a person and the console: utterances in, the robot's words out.
 
 ``wait_for_trigger()`` and ``ask()`` block on the next utterance, with a timeout; closing the channel
-ends the session (the console reports ``SessionEnded``). Both directions are bounded (teachbot.console.bounds):
+ends the session (the console reports ``SessionEnded``). Both directions are bounded (teachbot.language.bounds):
 a sentence of the robot over ``max_say_chars`` is an error, only its newest ``max_said_kept`` sentences are
 kept; an utterance of the person over ``max_heard_chars``, or one more while ``max_heard_waiting`` wait
 unread, is not taken and the robot says why (a flood on dialog/user never grows the node).
@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from teachbot.console.bounds import Bounds, too_long_to_say
+from teachbot.language.bounds import Bounds, too_long_to_say
 
 CUT = " [...]"  # ends a sentence of the robot's own that fit() shortened
 _END = object()  # queued by end_conversation(): no utterance is this object

@@ -1,10 +1,10 @@
 """Worker process of the robot-console sandbox, plus the source policy and wire codec it shares
-with the parent (teachbot.console.sandbox imports this module; it uses only the standard library).
+with the parent (teachbot.sandbox.executor imports this module; it uses only the standard library).
 
 Started as ``python -I -S _sandbox_worker.py RFD WFD``. Layers, outermost first:
-0. the OS layer (teachbot.console.os_layer, config/sandbox.yaml ``isolation:``): bubblewrap namespaces
+0. the OS layer (teachbot.sandbox.os_layer, config/sandbox.yaml ``isolation:``): bubblewrap namespaces
    around the process where available, and a seccomp allow-list of system calls that it loads last
-   in its setup (teachbot/console/_sandbox_seccomp.py): no files, sockets, processes or signals;
+   in its setup (teachbot/sandbox/_sandbox_seccomp.py): no files, sockets, processes or signals;
 1. its own process: uid nobody (when started by root), rlimits on memory, CPU, processes, files
    and file descriptors, an empty environment, a deleted working directory, and the parent's wall
    clock that SIGKILLs it;
