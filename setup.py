@@ -55,7 +55,7 @@ setup(
             "issue_detection = teachbot.nodes.issue_detection_node:main",
             "recorder = teachbot.nodes.recorder_node:main",
             "replay = teachbot.nodes.replay_node:main",
-            "web = teachbot.web.node:main",
+            "web = teachbot.nodes.web_node:main",
             "teachbot = teachbot.cli:main",
         ],
     },

@@ -24,8 +24,8 @@ from teachbot.memory.embedding import normalise
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.recording.scripted_sessions import SCENE
-from teachbot.sim.scene import TabletopConfig, scene_from_yaml
 from teachbot.skills.library import SkillOutcome
+from teachbot.world.scene import TabletopConfig, scene_from_yaml
 
 WAIT, LEARN = "wait_for_trigger()", "learn_from_interaction()"
 MEANT, GUESS = "green block", "red block"  # the block the person means; the robot's guess without a lesson
@@ -78,8 +78,8 @@ class SimSkills:
 
     def __init__(self, table: TabletopConfig) -> None:
         from teachbot.robot_profile import RobotProfile
-        from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
         from teachbot.sim.world import TabletopWorld
+        from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
         from teachbot.skills.library import SkillLibrary
 
         self.table, profile = table, RobotProfile.load("panda_sim")

@@ -31,8 +31,8 @@ GOAL_RUN_S = 5.0
 def sweep(workers: int, runs: int, templates: int, out: Path) -> dict[str, float]:
     from teachbot.commands.eval import CliModels
     from teachbot.evaluation.metrics import read_results
-    from teachbot.evaluation.runner import run_sweep
     from teachbot.evaluation.sweep import SweepConfig
+    from teachbot.nodes.eval_sweep import run_sweep
 
     methods = ("ours", "ours-k4")[:workers]
     config = SweepConfig(methods=methods, splits=("SA-SI",), runs=runs, templates=templates, seed=7, llm={"stand_in": "oracle"})

@@ -1,6 +1,6 @@
 """Time from ``kill -9`` of a node to the console's error line (issue 15 benchmark; goal: at most 2 s).
 
-The sim, skills, perception, memory and improvement nodes run under teachbot.supervisor (``teachbot sim
+The sim, skills, perception, memory and improvement nodes run under teachbot.nodes.supervisor (``teachbot sim
 --processes``); the interaction manager with a scripted model runs here and asks for put_first_on_second each
 round. One second into the skill the node is killed; the figure is the time until the console's transcript shows
 the error line (a vanished skills node is noticed by the skill call, a vanished sim by the skills node, the others

@@ -39,10 +39,10 @@ def main() -> int:
     from teachbot.config import load_yaml, resolve_config
     from teachbot.robot_profile import RobotProfile
     from teachbot.sim.camera import CameraSpec
-    from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold
-    from teachbot.sim.household_scene import load_household_scene
     from teachbot.sim.household_world import HouseholdWorld
+    from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold
     from teachbot.skills.household import HouseholdSkills
+    from teachbot.world.household_scene import load_household_scene
 
     cfg = load_yaml(resolve_config("sim"))
     spec = CameraSpec.from_config(cfg.get("camera", {}))  # rate and optics; size and pose: the mast camera

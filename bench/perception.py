@@ -44,8 +44,8 @@ def sim_frame() -> Any:
     from teachbot.perception.detector import Frame
     from teachbot.robot_profile import RobotProfile
     from teachbot.sim.camera import CameraSpec
-    from teachbot.sim.scene import TabletopConfig, generate_scene
     from teachbot.sim.world import TabletopWorld
+    from teachbot.world.scene import TabletopConfig, generate_scene
 
     camera = CameraSpec.from_config(load_yaml(resolve_config("sim")).get("camera", {}))
     table = TabletopConfig.load()

@@ -28,8 +28,8 @@ GOAL_SPEEDUP = 5.0
 def _overhead_run(record: bool, steps: int, workdir: str) -> list[float]:
     """Per-step wall times (s) of a console session of ``steps`` scripted statements."""
     from teachbot.llm.scripted import ScriptedModel
+    from teachbot.nodes.console_stack import ConsoleStack, run_conversation
     from teachbot.recording.bag import SessionSpec
-    from teachbot.recording.console_stack import ConsoleStack, run_conversation
     from teachbot.recording.scripted_sessions import SCENE
 
     statements = [*(f"x = {i}" for i in range(steps)), "wait_for_trigger()"]  # the console opens with a wait itself
@@ -58,8 +58,8 @@ def main() -> None:
     args = p.parse_args()
     import tempfile
 
+    from teachbot.nodes.replay_check import conversation_span, replay
     from teachbot.recording.bag import RecordedSession
-    from teachbot.recording.replay import conversation_span, replay
 
     bag = C.REPO / "test" / "bags" / args.bag
     recorded = RecordedSession.load(bag)

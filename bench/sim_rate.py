@@ -34,8 +34,8 @@ def main() -> int:
     from teachbot.config import load_yaml, resolve_config
     from teachbot.robot_profile import RobotProfile
     from teachbot.sim.camera import CameraSpec
-    from teachbot.sim.scene import TabletopConfig, generate_scene
     from teachbot.sim.world import TabletopWorld
+    from teachbot.world.scene import TabletopConfig, generate_scene
 
     cfg = load_yaml(resolve_config("sim"))
     sim_cfg, cam_cfg = cfg.get("sim", {}), cfg.get("camera", {})

@@ -81,10 +81,10 @@ from teachbot.learning.improver import Improver  # noqa: E402
 from teachbot.llm.scripted import ScriptedModel  # noqa: E402
 from teachbot.memory.config import MemoryConfig  # noqa: E402
 from teachbot.memory.episodic import EpisodicMemory  # noqa: E402
-from teachbot.memory.files import TEMP_SUFFIX  # noqa: E402
 from teachbot.memory.store import MemoryStore  # noqa: E402
 from teachbot.sandbox.executor import SandboxLimits  # noqa: E402
-from teachbot.sim.scene import TabletopConfig  # noqa: E402
+from teachbot.storage.files import TEMP_SUFFIX  # noqa: E402
+from teachbot.world.scene import TabletopConfig  # noqa: E402
 
 GOAL_RSS_SLOPE_KIB = 50.0
 GOAL_P99_RATIO = 1.5

@@ -78,7 +78,7 @@ def main() -> int:
 
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.nodes.interaction_manager_node import InteractionManagerNode
-    from teachbot.web.node import WebNode
+    from teachbot.nodes.web_node import WebNode
 
     rclpy.init()
     workdir = Path(tempfile.mkdtemp(prefix="bench_web_"))

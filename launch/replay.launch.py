@@ -4,20 +4,20 @@ A recorded session played back: the simulated stack with the interaction manager
 node answering from the recording's LLM completions, plus the replay node that plays the recorded
 person, compares the outcome with the recording (result on replay/result) and exits 0 on a match,
 1 on a divergence; the launch shuts down when it has. `teachbot replay` does the same in one process;
-both take the nodes from teachbot.nodeset.
+both take the nodes from teachbot.nodes.nodeset.
 
     ros2 launch teachbot replay.launch.py recording:=/path/to/recording [check:=false] [gui:=true] [real_time_factor:=0]
 """
 
 from pathlib import Path
 
-from teachbot.launching import generate_launch_description as _generate
+from teachbot.nodes.launching import generate_launch_description as _generate
 
-REPLAY_EXECUTABLE = "replay"  # teachbot.nodeset.NODES["replay"]
+REPLAY_EXECUTABLE = "replay"  # teachbot.nodes.nodeset.NODES["replay"]
 
 
 def generate_launch_description():  # noqa: ANN201 - launch.LaunchDescription (launch is imported lazily)
-    """The replay node set of teachbot.nodeset as launch_ros Nodes; the replay node's exit ends the launch."""
+    """The replay node set of teachbot.nodes.nodeset as launch_ros Nodes; the replay node's exit ends the launch."""
     from launch.actions import RegisterEventHandler
     from launch.event_handlers import OnProcessExit
 

@@ -29,7 +29,7 @@ def profile():
 
 @pytest.fixture(scope="session")
 def tabletop():
-    from teachbot.sim.scene import TabletopConfig
+    from teachbot.world.scene import TabletopConfig
 
     return TabletopConfig.load()
 
@@ -57,7 +57,7 @@ def household_world():
 @pytest.fixture()
 def kitchen(household_world):
     """The household world reset to the default kitchen (config/household/scenes/kitchen.yaml)."""
-    from teachbot.sim.household_scene import load_household_scene
+    from teachbot.world.household_scene import load_household_scene
 
     household_world.reset(load_household_scene())
     return household_world

@@ -1,5 +1,5 @@
 """Helpers of the in-process ROS tests: wait for a condition, call a service with a deadline, and a graph of
-nodes spun on one executor thread (as teachbot.nodeset.run_nodes does) with a probe node for the calls."""
+nodes spun on one executor thread (as teachbot.nodes.nodeset.run_nodes does) with a probe node for the calls."""
 
 from __future__ import annotations
 

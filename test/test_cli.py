@@ -19,7 +19,7 @@ from timing import deadline, pytest_timeout, timeout
 from teachbot.cli import COMMANDS, build_parser, main
 from teachbot.commands._args import node_set_values
 from teachbot.memory import InteractionExample, MemoryStore
-from teachbot.nodeset import describe, node_set
+from teachbot.nodes.nodeset import describe, node_set
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHBOT = Path(sys.executable).parent / "teachbot"

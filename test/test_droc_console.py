@@ -42,10 +42,10 @@ from teachbot.language.transcript import person_outputs
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
-from teachbot.sim.scene import scene_from_yaml
+from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.parameters import SkillParameters
+from teachbot.world.scene import scene_from_yaml
 
 SCENE = """
 objects:

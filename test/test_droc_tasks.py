@@ -209,7 +209,7 @@ def test_the_person_from_the_ground_truth_without_a_simulator() -> None:
 
 
 def test_the_household_catalog_gains_the_droc_types_only_in_these_worlds() -> None:
-    from teachbot.sim.household_objects import Catalog
+    from teachbot.world.household_objects import Catalog
 
     catalog = droc_catalog()
     assert {"coaster", "square_coaster", "spice_jar", "tall_spice_jar", "mug"} <= set(catalog.types)

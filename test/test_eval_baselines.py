@@ -19,9 +19,9 @@ from teachbot.evaluation.doubles import TeacherModel
 from teachbot.evaluation.harness import METHODS, AgentModels
 from teachbot.evaluation.metrics import Return, read_results, summarize
 from teachbot.evaluation.person import PersonConfig
-from teachbot.evaluation.runner import run_sweep
 from teachbot.evaluation.sweep import SweepConfig
 from teachbot.llm.base import SYSTEM_END
+from teachbot.nodes.eval_sweep import run_sweep
 
 pytestmark = pytest.mark.timeout(pytest_timeout(900))
 

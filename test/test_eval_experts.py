@@ -19,7 +19,7 @@ from timing import pytest_timeout
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation import TASKS, Benchmark, Episode, Task, WorldState, run_statements, transcript
 from teachbot.language.dialog import DialogChannel
-from teachbot.sim.scene import TabletopConfig
+from teachbot.world.scene import TabletopConfig
 
 EXPERT_SCENES = int(os.environ.get("TEACHBOT_EXPERT_SCENES", "3"))
 FULL_SCENES, FULL_REQUIRED = 50, 48

@@ -14,8 +14,8 @@ from teachbot.evaluation.doubles import ErrOnceModel, ImitatorModel, OracleModel
 from teachbot.evaluation.harness import AgentModels
 from teachbot.evaluation.metrics import read_results, summarize
 from teachbot.evaluation.person import PersonConfig
-from teachbot.evaluation.runner import run_sweep
 from teachbot.evaluation.sweep import SweepConfig
+from teachbot.nodes.eval_sweep import run_sweep
 
 pytestmark = pytest.mark.timeout(pytest_timeout(900))
 

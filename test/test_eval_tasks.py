@@ -28,7 +28,7 @@ from teachbot.evaluation import world_state as W
 from teachbot.evaluation.tasks_seen import NTH
 from teachbot.language.dialog import DialogChannel
 from teachbot.paths import config_path
-from teachbot.sim.scene import TabletopConfig, scene_from_yaml
+from teachbot.world.scene import TabletopConfig, scene_from_yaml
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "cap_tabletop.yaml"
 EPISODES = 200

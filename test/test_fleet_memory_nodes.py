@@ -57,9 +57,9 @@ def child(dsn: str, robot: str, workdir: str) -> int:
     from test_pg_store import HashEmbedder, transcript
 
     from teachbot.memory.config import MemoryConfig
-    from teachbot.memory.pg_backend import open_memory
     from teachbot.nodes.memory_node import MemoryNode
     from teachbot.ros_env import configure_loopback
+    from teachbot.stores.backend import open_memory
 
     configure_loopback()  # a ROS domain of this robot's own
     out_lock = threading.Lock()

@@ -11,7 +11,7 @@ import yaml
 
 from teachbot.errors import ConfigError, InvalidArgumentError, SceneSpecError, UnknownObjectError
 from teachbot.paths import config_path
-from teachbot.sim.household_objects import (
+from teachbot.world.household_objects import (
     MAX_GRASP_WIDTH,
     PROPERTIES,
     Catalog,

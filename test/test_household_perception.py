@@ -12,9 +12,10 @@ from teachbot.errors import ConfigError, InvalidArgumentError, UnknownObjectErro
 from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing, fixture_bodies
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.direct import perceive_household
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.skills.navigation import BasePose, time_path
+from teachbot.simrobot.direct import perceive_household
+from teachbot.skills.navigation import time_path
+from teachbot.world.floor import BasePose
+from teachbot.world.household_layout import HouseholdLayout
 
 
 @pytest.fixture()

@@ -13,7 +13,7 @@ from teachbot.errors import ErrorCode
 from teachbot.evaluation.multitask_world import MultitaskWorld
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
-from teachbot.sim.direct import DirectSkills
+from teachbot.simrobot.direct import DirectSkills
 from teachbot.skills.household_gestures import POINT_HEIGHT
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))

@@ -21,7 +21,7 @@ from timing import deadline, pytest_timeout, timeout
 
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.language.dialog import DialogChannel
-from teachbot.nodeset import node_set
+from teachbot.nodes.nodeset import node_set
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.skills.library import FINGERTIP_DEPTH, GRASP_MARGIN, PALM_HEIGHT

@@ -11,10 +11,10 @@ from timing import pytest_timeout
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.errors import ErrorCode
 from teachbot.language.dialog import DialogChannel
-from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
-from teachbot.sim.household_layout import surface_offset
-from teachbot.sim.household_scene import household_scene_from_yaml
+from teachbot.simrobot.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
 from teachbot.skills.household import HouseholdSkills
+from teachbot.world.household_layout import surface_offset
+from teachbot.world.household_scene import household_scene_from_yaml
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
 

@@ -9,9 +9,10 @@ import pybullet as pb
 import pytest
 
 from teachbot.errors import SceneSpecError, UnknownObjectError
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.household_scene import generate_household_scene, household_scene_from_yaml
-from teachbot.skills.navigation import BasePose, time_path
+from teachbot.skills.navigation import time_path
+from teachbot.world.floor import BasePose
+from teachbot.world.household_layout import HouseholdLayout
+from teachbot.world.household_scene import generate_household_scene, household_scene_from_yaml
 
 
 @pytest.fixture()
@@ -119,7 +120,7 @@ def test_generated_scenes_repeat_with_their_seed_and_load_in_the_world(world):
 def test_the_layouts_handle_geometry_follows_the_simulated_joints(kitchen):
     """The skills find handles from the layout and the opening alone (as from joint states): that must
     match where the simulated door and drawer really put them."""
-    from teachbot.sim.household_layout import CABINET_WALL as WALL
+    from teachbot.world.household_layout import CABINET_WALL as WALL
 
     place = kitchen.layout.place("fridge")
     w = place.width

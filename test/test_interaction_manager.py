@@ -213,7 +213,7 @@ def test_robot_functions_fail_at_once_when_their_nodes_are_missing(ros_context):
 
 
 def test_chat_lines_are_commands_or_words_for_the_robot():
-    from teachbot.chat import handle_line
+    from teachbot.nodes.chat_client import handle_line
 
     words, stops, shown = [], [], []
     for line in ("  put the red block in the blue bowl \n", "\n", "/STOP", "/resume", "/help", "/stop please"):
@@ -228,7 +228,7 @@ def test_chat_lines_are_commands_or_words_for_the_robot():
 def test_chat_stop_and_resume_publish_on_the_emergency_stop_topic(ros_context):
     from std_msgs.msg import Bool
 
-    from teachbot.chat import line_handler
+    from teachbot.nodes.chat_client import line_handler
 
     chat = rclpy.create_node("chat", namespace="/chat_estop")
     listener = rclpy.create_node("skills_listener", namespace="/chat_estop")
@@ -254,7 +254,7 @@ def test_the_emergency_stop_cancels_says_so_once_and_refuses_robot_calls_until_r
     """/stop typed in the chat client: the interaction manager cancels the goals in flight, says once that it
     stopped, and the console's robot calls fail with how to release the stop; after /resume they go to the skills
     again (none run in this namespace: the call then fails as not available)."""
-    from teachbot.chat import line_handler
+    from teachbot.nodes.chat_client import line_handler
 
     call = "put_first_on_second('red block', 'blue bowl')"
     model = ScriptedModel([call, "wait_for_trigger()", call, "wait_for_trigger()"])

@@ -350,7 +350,7 @@ def crops(world) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     from teachbot.config import load_yaml
     from teachbot.paths import config_path
     from teachbot.sim.camera import CameraSpec
-    from teachbot.sim.scene import ObjectSpec, SceneSpec
+    from teachbot.world.scene import ObjectSpec, SceneSpec
 
     spec = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
     out = {}

@@ -362,8 +362,8 @@ def _household_scenario() -> None:
 
     configure_loopback()
     rclpy.init()
+    from teachbot.nodes.nodeset import node_set
     from teachbot.nodes.stack import InProcessStack
-    from teachbot.nodeset import node_set
 
     specs = node_set("sim", {"world": "household", "real_time_factor": 4.0, "camera": True},
                      only=("sim", "skills", "perception"), extra_parameters={"sim": {"camera_rate": 2.0}})

@@ -12,7 +12,7 @@ from timing import pytest_timeout
 
 from teachbot.errors import ConfigError, ErrorCode, PlaceFailedError, SceneSpecError
 from teachbot.evaluation.multitask_world import MultitaskWorld, multitask_catalog
-from teachbot.sim.direct import WorldHousehold
+from teachbot.simrobot.direct import WorldHousehold
 from teachbot.skills.household import Thing
 from teachbot.skills.household_containers import CONTAINER_EDGE, CONTAINER_GAP, Outline, apart, container_spot, inside, takes
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from teachbot.errors import LimitExceededError, UnreachableError
-from teachbot.skills.navigation import BasePath, BasePose, Footprint, NavigationMap, time_path
+from teachbot.skills.navigation import NavigationMap, time_path
+from teachbot.world.floor import BasePath, BasePose, Footprint
 
 KITCHEN = ((0.0, 6.0), (0.0, 5.0))
 RADIUS = 0.3

@@ -1,4 +1,4 @@
-"""The declarative node set (teachbot.nodeset) that both ``ros2 launch`` and the CLI build from.
+"""The declarative node set (teachbot.nodes.nodeset) that both ``ros2 launch`` and the CLI build from.
 
 launch and launch_ros are not installable here, so the launch files are checked twice: statically
 (ast), and by running their generate_launch_description against small stand-ins for the launch API
@@ -21,7 +21,7 @@ from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
 from teachbot.llm.factory import ROLES, role_settings
-from teachbot.nodeset import ARGUMENTS, MODES, NODES, apply_llm_arguments, arguments, llm_settings, node_set, parse_arguments
+from teachbot.nodes.nodeset import ARGUMENTS, MODES, NODES, apply_llm_arguments, arguments, llm_settings, node_set, parse_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = {mode: ROOT / "launch" / f"{mode}.launch.py" for mode in MODES}
@@ -184,7 +184,7 @@ def test_launch_files_use_the_node_set() -> None:
     for mode, path in LAUNCH_FILES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imports = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-        assert ("teachbot.launching", "generate_launch_description") in imports, path
+        assert ("teachbot.nodes.launching", "generate_launch_description") in imports, path
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         modes = [c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)]
         assert modes == [mode], path

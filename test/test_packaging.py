@@ -283,7 +283,7 @@ def test_test_durations_ranks_files_and_writes_the_schedule_conftest_reads(tmp_p
 
 def test_compose_services_stay_off_host_network_and_use_known_launch_arguments() -> None:
     """Every service keeps DDS off the host; each `ros2 launch` names only arguments the node set declares."""
-    from teachbot.nodeset import arguments
+    from teachbot.nodes.nodeset import arguments
 
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text(encoding="utf-8"))
     for name, service in compose["services"].items():

@@ -19,8 +19,8 @@ from teachbot.perception.pipeline import Perception
 from teachbot.perception.relations import RELATIONS
 from teachbot.perception.scene_model import OCCLUDED, SceneModel
 from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
-from teachbot.sim.direct import yaw_of
-from teachbot.sim.scene import generate_scene, scene_from_yaml
+from teachbot.simrobot.direct import yaw_of
+from teachbot.world.scene import generate_scene, scene_from_yaml
 
 
 @pytest.fixture(scope="module")

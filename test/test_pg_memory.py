@@ -14,10 +14,10 @@ from pg_server import PgServer, pg_server  # noqa: F401 - the fixture
 from test_pg_store import HashEmbedder, learned, transcript
 
 from teachbot.memory import EpisodicMemory, MemoryStore
-from teachbot.memory.pg_backend import open_memory
 from teachbot.memory.pg_memory import PgEpisodicMemory
 from teachbot.memory.pg_store import PgMemoryStore
 from teachbot.memory.retrieval import RetrievalConfig
+from teachbot.stores.backend import open_memory
 
 TASKS = [f"{verb} the {colour} block {where}" for verb in ("put", "move", "stack") for colour in ("red", "green", "blue")
          for where in ("in the bowl", "on the left", "next to the cup")]

@@ -21,10 +21,10 @@ from test_pg_store import HashEmbedder, learned, transcript
 from teachbot.knowledge import KnowledgeEntry
 from teachbot.knowledge.pg_store import PgKnowledgeStore
 from teachbot.memory.config import MemoryConfig
-from teachbot.memory.pg_backend import open_memory
 from teachbot.memory.pg_store import PgMemoryStore
 from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodes.memory_node import MemoryNode
+from teachbot.stores.backend import open_memory
 from teachbot.taskmemory.pg_log import PgTaskLogStore
 
 

@@ -18,8 +18,8 @@ from test_pg_store import HashEmbedder, learned, transcript
 from teachbot.cli import main
 from teachbot.knowledge import KnowledgeEntry, KnowledgeStore
 from teachbot.memory import InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
-from teachbot.memory.pg_migrate import database_to_files, files_to_database
 from teachbot.memory.pg_store import PgMemoryStore
+from teachbot.stores.migrate import database_to_files, files_to_database
 from teachbot.taskmemory import ObjectInfo
 from teachbot.taskmemory.log import TaskLogStore
 from teachbot.taskmemory.pg_log import PgTaskLogStore

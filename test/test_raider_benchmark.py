@@ -11,9 +11,9 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 
 from teachbot.cli import main
-from teachbot.raider.agent import CheckResult
 from teachbot.evaluation.raider_benchmark import ISSUE_TYPES, checker_factory, grounded_right, run_cases, score, summarise, write_outputs
 from teachbot.evaluation.raider_cases import load_cases
+from teachbot.raider.agent import CheckResult
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +110,9 @@ def test_eval_raider_against_an_endpoint(tmp_path, capsys):
 
 
 def test_visual_obs_reads_the_whole_scene_description():
-    from teachbot.llm.scripted import ScriptedModel
     from teachbot.evaluation.raider_benchmark import VisualObsChecker
     from teachbot.evaluation.raider_cases import CaseWorlds
+    from teachbot.llm.scripted import ScriptedModel
 
     case = next(c for c in load_cases() if c.issue_type == "IU5" and c.world == "tabletop")
 
@@ -133,8 +133,8 @@ def test_visual_obs_reads_the_whole_scene_description():
 
 
 def test_the_llm_judge_grades_explanations():
-    from teachbot.llm.scripted import ScriptedModel
     from teachbot.evaluation.raider_judge import ExplanationJudge
+    from teachbot.llm.scripted import ScriptedModel
 
     def grader(prompt: str) -> str:  # decides from the truth and the explanation in the prompt
         facts = re.search(r"the facts that\ndecide it: (.*)\.\n", prompt).group(1)

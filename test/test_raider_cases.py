@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from teachbot.errors import ConfigError
-from teachbot.raider.agent import CheckResult
 from teachbot.evaluation.raider_cases import (
     ABSTRACTIONS,
     ISSUE_TYPES,
@@ -22,6 +21,7 @@ from teachbot.evaluation.raider_cases import (
     fact_score,
     load_cases,
 )
+from teachbot.raider.agent import CheckResult
 from teachbot.raider.precond import ACTIONS, PrecondChecker, find_names, parse_query
 from teachbot.raider.tools import GroundedTools, ToolError
 

@@ -13,12 +13,12 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 
 from teachbot.cli import main
-from teachbot.llm.scripted import ScriptedModel
-from teachbot.raider.agent import CheckResult, parse_call
 from teachbot.evaluation.raider_benchmark import checker_factory, report_markdown, run_cases, summarise
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
-from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.evaluation.raider_recovery import evaluate_recovery, goal_of, recovery_api, recovery_rate
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.raider.agent import CheckResult, parse_call
+from teachbot.raider.recovery import RecoveryPlanner
 
 POINTS = ("top left corner", "top side", "top right corner", "left side", "middle", "right side",
           "bottom left corner", "bottom side", "bottom right corner")

@@ -21,7 +21,7 @@ from timing import deadline, pytest_timeout, timeout
 
 from teachbot.errors import ControllerError
 from teachbot.llm.base import SYSTEM_END
-from teachbot.nodeset import node_set
+from teachbot.nodes.nodeset import node_set
 from teachbot.raider.tools import TOOL_DOCS, ToolError
 
 pytestmark = pytest.mark.timeout(pytest_timeout(500))

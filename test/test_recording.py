@@ -160,7 +160,7 @@ def test_household_bag_holds_a_skill_level_correction_and_the_distilled_paramete
 
 def test_recording_a_running_stack(stack, client, tmp_path):
     """start_recording on the shared test stack: the spec names its scene, skill goals are recorded."""
-    from teachbot.recording import start_recording
+    from teachbot.nodes.session_recording import start_recording
 
     client.reset(scene_yaml="objects:\n  - {category: block, color: red, position: [-0.1, -0.45]}\n")
     recording = start_recording(stack, tmp_path / "bag", storage="sqlite3")

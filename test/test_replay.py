@@ -15,9 +15,9 @@ import pytest
 from timing import pytest_timeout
 
 from teachbot.llm.base import prompt_digest
+from teachbot.llm.replay_model import ReplayModel
 from teachbot.recording.bag import ObjectRecord, RecordedCompletion, RecordedSession, WorldRecord
 from teachbot.recording.compare import compare_transcripts, compare_worlds
-from teachbot.recording.replay_model import ReplayModel
 
 ROOT = Path(__file__).resolve().parents[1]
 BAGS = ROOT / "test" / "bags"

@@ -106,8 +106,8 @@ def main(bag: str, learned_dir: str) -> int:
     from std_msgs.msg import String
 
     from teachbot.nodes.common import LATCHED_QOS
+    from teachbot.nodes.nodeset import node_set
     from teachbot.nodes.stack import InProcessStack
-    from teachbot.nodeset import node_set
 
     specs = node_set("replay", {"recording": bag, "camera": False, "memory": learned_dir,
                                 "perception_backend": "sim_ground_truth"})

@@ -11,7 +11,7 @@ from rclpy.parameter import Parameter
 from teachbot_interfaces.msg import SkillResult
 from timing import deadline, pytest_timeout, timeout
 
-from teachbot.sim.scene import generate_scene
+from teachbot.world.scene import generate_scene
 
 pytestmark = pytest.mark.timeout(pytest_timeout(240))
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from teachbot.errors import SceneSpecError
-from teachbot.sim.scene import generate_scene, load_scene_file, scene_from_yaml
+from teachbot.world.scene import generate_scene, load_scene_file, scene_from_yaml
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "cap_tabletop.yaml"
 

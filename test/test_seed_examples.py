@@ -32,12 +32,12 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox._sandbox_worker import CONSOLE_BUILTINS, check_source
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 from teachbot.sandbox.validate import transcript_problems
-from teachbot.sim.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
-from teachbot.sim.household_scene import load_household_scene
 from teachbot.sim.household_world import HouseholdWorld
-from teachbot.sim.scene import TabletopConfig
+from teachbot.simrobot.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
 from teachbot.skills.household import HouseholdSkills
 from teachbot.taskmemory import ConsoleTaskMemory, TaskMemory, TaskMemoryConfig
+from teachbot.world.household_scene import load_household_scene
+from teachbot.world.scene import TabletopConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "memory_store"

@@ -17,11 +17,11 @@ from teachbot.errors import ConfigError, ErrorCode, InvalidArgumentError, LimitE
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.scene import scene_from_yaml
+from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.parameters import SkillParameters, Tuning, call_fields, offset_grasp, pull_fraction
+from teachbot.world.household_layout import HouseholdLayout
+from teachbot.world.scene import scene_from_yaml
 
 REQUIRED = {
     "tabletop": {"pick": {"grasp_height_offset", "approach_height", "gripper_width", "gripper_force", "speed_factor"},

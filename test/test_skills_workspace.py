@@ -12,7 +12,7 @@ import pytest
 from timing import pytest_timeout
 
 from teachbot.errors import ErrorCode
-from teachbot.sim.scene import TabletopConfig
+from teachbot.world.scene import TabletopConfig
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
 

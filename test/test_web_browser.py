@@ -1,5 +1,5 @@
 """The person's web page in a real browser (headless Debian chromium through its chromedriver, selenium) against the
-simulated robot with scripted LLMs whose answers depend on their prompts (teachbot.web.scripted).
+simulated robot with scripted LLMs whose answers depend on their prompts (test/web_scripted.py).
 
 A child process runs the stack (sim with its camera, skills, perception, memory on a temporary store, improvement,
 the interaction manager with confirm-before-store switched on by the page, and the web node) on a ROS domain of its
@@ -49,14 +49,14 @@ def serve(directory: str) -> None:
 
     configure_loopback()
     import rclpy
+    from web_scripted import robot_model, teacher_model
 
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.nodes.improvement_node import ImprovementNode
     from teachbot.nodes.interaction_manager_node import InteractionManagerNode
+    from teachbot.nodes.nodeset import node_set
     from teachbot.nodes.stack import InProcessStack
-    from teachbot.nodeset import node_set
-    from teachbot.web.node import WebNode
-    from teachbot.web.scripted import robot_model, teacher_model
+    from teachbot.nodes.web_node import WebNode
 
     scene = Path(directory) / "scene.yaml"
     scene.write_text(SCENE)

@@ -1,7 +1,7 @@
 """Confirm-before-store in the interaction core, without ROS: the robot reads the lesson back in one sentence and
 stores it only when the person says yes, stores the person's own sentence (its lesson rewritten from it) when
 they edit it, and nothing when they say no, answer unclearly twice or not at all. The models are scripted and
-answer from their prompts (teachbot.web.scripted); the learner is the real improvement chain over a real store."""
+answer from their prompts (test/web_scripted.py); the learner is the real improvement chain over a real store."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 from timing import deadline, pytest_timeout
+from web_scripted import robot_model, teacher_model
 
 from teachbot.console.session import SessionConfig
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply
@@ -19,7 +20,6 @@ from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
 from teachbot.memory import InteractionExample, MemoryStore
-from teachbot.web.scripted import robot_model, teacher_model
 
 pytestmark = pytest.mark.timeout(pytest_timeout(120))
 SCENE = ["blue bowl", "green block", "red block", "yellow block"]
@@ -201,7 +201,7 @@ def test_ending_the_conversation_ends_the_episode_quietly_and_the_next_starts_af
 
 
 def test_chat_end_ends_the_conversation_and_answers_go_to_the_robot_as_words():
-    from teachbot.chat import handle_line
+    from teachbot.nodes.chat_client import handle_line
 
     words, stops, shown, ended = [], [], [], []
     for line in ("/end", "yes", "Take the yellow block when I do not say which.", "/END"):

@@ -11,14 +11,14 @@ from teachbot_interfaces.msg import DialogTurn, MemoryUpdate
 from teachbot_interfaces.msg import InteractionExample as ExampleMsg
 from teachbot_interfaces.srv import Improve
 from timing import pytest_timeout
+from web_scripted import teacher_model
 
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS
 from teachbot.nodes.improvement_node import ImprovementNode
 from teachbot.nodes.memory_node import MemoryNode, to_msg
-from teachbot.web.node import WebNode
-from teachbot.web.scripted import teacher_model
+from teachbot.nodes.web_node import WebNode
 
 pytestmark = pytest.mark.timeout(pytest_timeout(240))
 TRANSCRIPT = """>>> wait_for_trigger()

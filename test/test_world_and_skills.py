@@ -7,9 +7,9 @@ import pytest
 
 from teachbot.errors import ErrorCode
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.direct import DirectArm, WorldObjects
-from teachbot.sim.scene import scene_from_yaml
+from teachbot.simrobot.direct import DirectArm, WorldObjects
 from teachbot.skills.library import SkillLibrary
+from teachbot.world.scene import scene_from_yaml
 
 SCENE = """
 objects:
@@ -175,7 +175,7 @@ def test_motion_allowance_counts_a_rewound_clock_as_no_time():
 def test_an_arm_in_this_process_counts_its_own_clock_only():
     """DirectArm steps the world itself: no command is ever on its way, so its allowances are simulated time alone
     and a failing motion ends at the same point on a fast machine and a loaded one (RosArm also waits for the wall)."""
-    from teachbot.sim.direct import DirectArm
+    from teachbot.simrobot.direct import DirectArm
     from teachbot.skills.arm_motion import ArmDeadline
 
     class Clock:

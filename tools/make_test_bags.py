@@ -24,8 +24,8 @@ from teachbot.ros_env import configure_loopback  # noqa: E402
 configure_loopback()
 
 from teachbot.llm.scripted import ScriptedModel  # noqa: E402
+from teachbot.nodes.console_stack import ConsoleStack, run_conversation  # noqa: E402
 from teachbot.recording.bag import RecordedSession, SessionSpec  # noqa: E402
-from teachbot.recording.console_stack import ConsoleStack, run_conversation  # noqa: E402
 from teachbot.recording.scripted_sessions import SESSIONS, ScriptedSession  # noqa: E402
 
 BAGS = ROOT / "test" / "bags"

@@ -24,10 +24,10 @@ def main() -> int:
 
     from teachbot.robot_profile import RobotProfile
     from teachbot.sim.camera import CameraSpec
-    from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold
-    from teachbot.sim.household_scene import load_household_scene
     from teachbot.sim.household_world import HouseholdWorld
+    from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold
     from teachbot.skills.household import HouseholdSkills
+    from teachbot.world.household_scene import load_household_scene
 
     profile = RobotProfile.load("household_sim")
     world = HouseholdWorld(profile)

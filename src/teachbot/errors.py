@@ -35,6 +35,10 @@ class TeachbotError(Exception):
     code: ErrorCode = ErrorCode.INVALID_ARGUMENT
 
 
+class MemoryStoreError(TeachbotError):
+    """Something cannot be stored, found or read back (an example, a lesson, a task log); the message says which and why."""
+
+
 class ConfigError(TeachbotError):
     """A configuration file or value is missing or malformed."""
 

@@ -101,7 +101,7 @@ def joint_state(arm, stamp: float, base: tuple[float, float, float] = (0.0, 0.0,
     from builtin_interfaces.msg import Time
     from sensor_msgs.msg import JointState
 
-    from teachbot.sim.household_layout import BASE_JOINTS
+    from teachbot.world.household_layout import BASE_JOINTS
 
     names = [*arm.arm_joints, *BASE_JOINTS]
     msg = JointState(name=names, position=[0.0] * len(arm.arm_joints) + [float(v) for v in base])
@@ -129,7 +129,7 @@ def test_the_base_arrives_on_time_when_the_clock_jumps_back_mid_drive(arm):
     """RosBase waits out a path's duration on the arm clock: a rewound clock must not make it wait for the
     old time to come round again (the household drive would then end with MotionTimeoutError)."""
     from teachbot.nodes.household_ros import RosBase
-    from teachbot.skills.navigation import BasePath, BasePose
+    from teachbot.world.floor import BasePath, BasePose
 
     base = RosBase(arm)
     arm._on_state(joint_state(arm, 500.0))
@@ -251,8 +251,8 @@ def scenario_tabletop() -> None:
 def scenario_household() -> None:
     """A base drive with the clock sent back from 600 s to zero in the middle: it arrives in its normal time
     (before, the drive waited for the arm clock to reach 600 s again and ended with MotionTimeoutError)."""
+    from teachbot.nodes.nodeset import node_set
     from teachbot.nodes.stack import InProcessStack
-    from teachbot.nodeset import node_set
 
     specs = node_set("sim", {"world": "household", "real_time_factor": 2.0, "camera": False}, only=("sim", "skills"))
     stack = InProcessStack.from_node_set(specs)

@@ -1,6 +1,6 @@
 """kill -9 of the improvement node during learn_from_interaction() (issue 15, item 4).
 
-The memory and improvement nodes run under teachbot.supervisor, the improvement node's LLM is
+The memory and improvement nodes run under teachbot.nodes.supervisor, the improvement node's LLM is
 test/fake_openai_server.py on 127.0.0.1. The first learn_from_interaction() reaches the LLM, which does not answer;
 the improvement node is then killed with SIGKILL: within 2 s the console shows one error line that names the node
 (not the "took too long" of a deadline), the supervisor restarts it, and the next learn_from_interaction() stores

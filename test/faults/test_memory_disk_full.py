@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from timing import pytest_timeout
 
-from teachbot.errors import TeachbotError
+from teachbot.errors import MemoryStoreError, TeachbotError
 from teachbot.knowledge.entry import KnowledgeEntry, KnowledgeError
 from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.embedding import cached
 from teachbot.memory.episodic import EpisodicMemory
-from teachbot.memory.example import LEARNED, InteractionExample, MemoryStoreError
+from teachbot.memory.example import LEARNED, InteractionExample
 from teachbot.memory.store import MemoryStore
 from teachbot.taskmemory.log import TaskLogError, TaskLogStore
 

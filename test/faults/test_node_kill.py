@@ -1,6 +1,6 @@
 """kill -9 of a node in the middle of a skill (issue 15, item 4).
 
-The sim, skills, perception, memory and improvement nodes run under teachbot.supervisor (``teachbot sim
+The sim, skills, perception, memory and improvement nodes run under teachbot.nodes.supervisor (``teachbot sim
 --processes``), each in its own process; the interaction manager with a scripted model runs in the test's
 process. A long skill starts from the console, then one node's process is killed with SIGKILL: within 2 s the
 console's transcript shows one error line, the arm stops, the supervisor restarts the node, and the next request
@@ -60,9 +60,9 @@ def run_child(script: str, *args: str, seconds: float = 600.0) -> subprocess.Com
 
 
 def test_ros2_launch_respawns_every_node_after_the_supervisors_delay() -> None:
-    from teachbot.launching import node_arguments
-    from teachbot.nodeset import node_set
-    from teachbot.supervisor import RESPAWN_DELAY
+    from teachbot.nodes.launching import node_arguments
+    from teachbot.nodes.nodeset import node_set
+    from teachbot.nodes.supervisor import RESPAWN_DELAY
 
     for spec in node_set("sim", {"console": True}):
         arguments = node_arguments(spec)
@@ -72,8 +72,8 @@ def test_ros2_launch_respawns_every_node_after_the_supervisors_delay() -> None:
 
 def test_the_supervisor_restarts_a_dying_node_up_to_its_cap_and_says_so() -> None:
     """A node whose class cannot be imported dies at once: restarted twice (the cap), then left down."""
-    from teachbot.nodeset import NodeSpec
-    from teachbot.supervisor import Supervisor
+    from teachbot.nodes.nodeset import NodeSpec
+    from teachbot.nodes.supervisor import Supervisor
 
     log: list[str] = []
     supervisor = Supervisor([NodeSpec("broken", "broken", "teachbot.no_such_module:Node")], respawn_delay=0.1,
@@ -136,8 +136,8 @@ class Stack:
         from teachbot.llm.scripted import ScriptedModel
         from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS
         from teachbot.nodes.interaction_manager_node import InteractionManagerNode
-        from teachbot.nodeset import node_set
-        from teachbot.supervisor import Supervisor
+        from teachbot.nodes.nodeset import node_set
+        from teachbot.nodes.supervisor import Supervisor
 
         self.log: list[str] = []
         self.nodes = tuple(nodes)

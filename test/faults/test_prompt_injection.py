@@ -28,11 +28,11 @@ from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.sandbox.executor import SandboxLimits
-from teachbot.sim.direct import DirectArm, DirectSkills, WorldObjects
-from teachbot.sim.scene import scene_from_yaml
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.world.scene import scene_from_yaml
 
 pytestmark = pytest.mark.timeout(pytest_timeout(120))
 

@@ -51,7 +51,7 @@ def scene_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def add_stack_args(parser: argparse.ArgumentParser) -> None:
-    """The node-set arguments (teachbot.nodeset.ARGUMENTS) every mode shares: LLM, memory, perception, recording."""
+    """The node-set arguments (teachbot.nodes.nodeset.ARGUMENTS) every mode shares: LLM, memory, perception, recording."""
     llm = parser.add_argument_group("LLM (any of these also starts the interaction manager and improvement nodes)")
     llm.add_argument("--console", action="store_true",
                      help="run the LLM console (interaction manager) with config/llm.yaml's LLM")
@@ -73,7 +73,7 @@ def add_stack_args(parser: argparse.ArgumentParser) -> None:
 
 
 def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
-    """The teachbot.nodeset argument values the parsed command line asks for (unset ones stay out)."""
+    """The teachbot.nodes.nodeset argument values the parsed command line asks for (unset ones stay out)."""
     values: dict[str, object] = {
         "robot_profile": args.robot_profile,
         "console": args.console,

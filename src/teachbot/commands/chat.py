@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     """Join the robot's domain and chat until the session ends."""
     if not join_robot_domain(args):
         return 2
-    from teachbot.chat import run_chat
+    from teachbot.nodes.chat_client import run_chat
     from teachbot.ros_env import configure_loopback
 
     configure_loopback()

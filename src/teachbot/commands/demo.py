@@ -1,4 +1,4 @@
-"""``teachbot demo``: the headless demonstration of learning from a correction (see teachbot.demo)."""
+"""``teachbot demo``: the headless demonstration of learning from a correction (see teachbot.nodes.demo_session)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    from teachbot.demo import run_demo
+    from teachbot.nodes.demo_session import run_demo
 
     return run_demo(args)

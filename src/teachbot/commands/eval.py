@@ -84,7 +84,7 @@ class CliModels:
 
 def _llm(args: argparse.Namespace) -> dict[str, Any]:
     from teachbot.llm.factory import load_llm_config
-    from teachbot.nodeset import apply_llm_arguments
+    from teachbot.nodes.nodeset import apply_llm_arguments
 
     raw = load_llm_config(args.llm_config or None)
     if args.llm_base_url or args.llm_model:
@@ -122,8 +122,8 @@ def run_cap(args: argparse.Namespace) -> int:
     from teachbot.evaluation.benchmark import SPLITS
     from teachbot.evaluation.person import PersonConfig
     from teachbot.evaluation.report import write_report
-    from teachbot.evaluation.runner import run_sweep
     from teachbot.evaluation.sweep import SweepConfig
+    from teachbot.nodes.eval_sweep import run_sweep
 
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
     for split in splits:

@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         model = model_from_config(raw, "issue_detection")
     recover = None
     if args.recovery:
-        from teachbot.raider.recovery import RecoveryPlanner
         from teachbot.evaluation.raider_recovery import recovery_api
+        from teachbot.raider.recovery import RecoveryPlanner
 
         recover = RecoveryPlanner(model, recovery_api("household"))  # the tabletop cases get the tabletop API
     judge = None

@@ -20,7 +20,7 @@ teachbot.knowledge.KnowledgeStore: atomic writes under a lock file), or the flee
 file store. Either is safe while memory nodes run; they pick the changes up before their next retrieval (on
 the database at once, through NOTIFY). ``knowledge`` is the distilled knowledge base (short facts learned from
 corrections), in ``memory.store.knowledge_dir`` of config/memory.yaml or in the database. ``migrate`` copies the
-learned examples, the knowledge and the task logs between the files and the database (teachbot.memory.pg_migrate).
+learned examples, the knowledge and the task logs between the files and the database (teachbot.stores.migrate).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def open_store(args: argparse.Namespace) -> Any:
     config = MemoryConfig.load(args.config or None)
     if args.memory or (config.backend != "postgres" and not args.dsn):
         return MemoryStore(Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir, config.seeds_dir)
-    from teachbot.memory.pg_backend import open_database
+    from teachbot.stores.backend import open_database
 
     return open_database(config, args.dsn, listen=False)
 
@@ -221,8 +221,8 @@ def run_migrate(args: argparse.Namespace) -> int:
     exit status 1 unless everything is verified."""
     import tempfile
 
-    from teachbot.memory.pg_backend import config_embedder, open_database, open_knowledge
-    from teachbot.memory.pg_migrate import database_to_files, files_to_database, knowledge_to_database, knowledge_to_files, task_logs
+    from teachbot.stores.backend import config_embedder, open_database, open_knowledge
+    from teachbot.stores.migrate import database_to_files, files_to_database, knowledge_to_database, knowledge_to_files, task_logs
 
     config = MemoryConfig.load(args.config or None)
     learned = Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir
@@ -264,7 +264,7 @@ def open_knowledge(args: argparse.Namespace) -> Any:
     """The knowledge base the config (and --knowledge, --dsn) name: a KnowledgeStore, or the database's PgKnowledgeStore."""
     if args.knowledge:
         return KnowledgeStore(Path(args.knowledge).expanduser().resolve())
-    from teachbot.memory.pg_backend import open_knowledge as open_configured
+    from teachbot.stores.backend import open_knowledge as open_configured
 
     return open_configured(MemoryConfig.load(args.config or None), dsn=args.dsn, offline_ok=False)
 

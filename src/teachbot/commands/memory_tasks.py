@@ -43,7 +43,7 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, imported lazily
-    from teachbot.memory.pg_backend import open_task_logs
+    from teachbot.stores.backend import open_task_logs
     from teachbot.taskmemory import TaskMemory, TaskMemoryConfig
     from teachbot.taskmemory.log import TaskLogStore
 

@@ -1,4 +1,4 @@
-"""``teachbot replay BAG [--check]``: replay a recorded session in simulation (see teachbot.recording.replay)."""
+"""``teachbot replay BAG [--check]``: replay a recorded session in simulation (see teachbot.nodes.replay_check)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     """Replay every bag ``--times`` times; the exit status is 1 when any replay diverged or differs (with --check)."""
     from pathlib import Path
 
-    from teachbot.recording.replay import replay
+    from teachbot.nodes.replay_check import replay
 
     failed = 0
     transcripts: dict[str, set[tuple[str, ...]]] = {}

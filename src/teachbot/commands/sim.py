@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from teachbot.commands._args import add_scene_args, add_stack_args, node_set_values
-from teachbot.nodeset import NodeSpec
+from teachbot.nodes.nodeset import NodeSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ class Progress:
 
 def serve(mode: str, args: argparse.Namespace) -> int:
     """Build ``mode``'s node set from the command line, print one status line when it is up, run until stopped."""
-    from teachbot.nodeset import describe, node_set
+    from teachbot.nodes.nodeset import describe, node_set
 
     specs = node_set(mode, node_set_values(args, mode))
     if args.dry_run:
@@ -122,9 +122,9 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
 
 
 def _supervise(mode: str, specs: list[NodeSpec]) -> int:
-    """Each node in its own process (teachbot.supervisor), restarted when it dies, until Ctrl-C or SIGTERM."""
+    """Each node in its own process (teachbot.nodes.supervisor), restarted when it dies, until Ctrl-C or SIGTERM."""
+    from teachbot.nodes.supervisor import Supervisor
     from teachbot.ros_env import configure_loopback
-    from teachbot.supervisor import Supervisor
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from teachbot.nodes.web_node import WebNode
     from teachbot.ros_env import configure_loopback
-    from teachbot.web.node import WebNode
 
     configure_loopback()
     stop = threading.Event()

@@ -13,8 +13,8 @@ from typing import Any
 from teachbot.console.tabletop_api import ARGUMENT_ERRORS, SkillCaller
 from teachbot.errors import ErrorCode
 from teachbot.language.dialog import DialogChannel
-from teachbot.sim.household_layout import HouseholdLayout
 from teachbot.skills.parameters import call_fields
+from teachbot.world.household_layout import HouseholdLayout
 
 SKILL_FUNCTIONS = {  # console name -> (skill, its argument's field)
     "move_to": ("move_to", "location"),

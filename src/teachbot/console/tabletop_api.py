@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from teachbot.errors import ErrorCode
 from teachbot.language.dialog import DialogChannel
-from teachbot.sim.scene import TabletopConfig
 from teachbot.skills.parameters import call_fields
+from teachbot.world.scene import TabletopConfig
 
 # skill error codes that are the caller's mistake: the console shows them as ValueError
 ARGUMENT_ERRORS = {ErrorCode.UNKNOWN_OBJECT, ErrorCode.OUT_OF_WORKSPACE, ErrorCode.INVALID_ARGUMENT, ErrorCode.LIMIT_EXCEEDED}

@@ -266,7 +266,7 @@ def _episode_id(prepared: PreparedRun) -> str:
 
 def make_baseline(method: Method, store: Path, models: AgentModels, client: Any, objects: Callable[[], dict],
                   **options: Any) -> BaselineAgent:
-    """The agent of a baseline method (teachbot.evaluation.runner.make_agent calls this)."""
+    """The agent of a baseline method (teachbot.nodes.eval_sweep.make_agent calls this)."""
     return BaselineAgent(method, store, models, client, objects, **options)
 
 

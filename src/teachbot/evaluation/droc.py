@@ -108,7 +108,7 @@ class Recorder:
     put the scene back before a retry (``reset``) and judge with the parameters the robot used."""
 
     def __init__(self, worlds: DrocWorlds, task: DrocTask, variant: Variant) -> None:
-        from teachbot.sim.direct import DirectSkills
+        from teachbot.simrobot.direct import DirectSkills
 
         self.worlds, self.task, self.variant = worlds, task, variant
         self.inner = DirectSkills(worlds.skills(task.world))

@@ -28,15 +28,15 @@ from teachbot.knowledge.descriptor import crop_object
 from teachbot.paths import config_path
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
-from teachbot.sim.household_layout import HouseholdLayout, surface_offset
-from teachbot.sim.household_objects import Catalog, _parse_type
-from teachbot.sim.household_scene import household_scene_from_yaml
 from teachbot.sim.household_world import HouseholdWorld
-from teachbot.sim.scene import TabletopConfig, scene_from_yaml
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.world.household_layout import HouseholdLayout, surface_offset
+from teachbot.world.household_objects import Catalog, _parse_type
+from teachbot.world.household_scene import household_scene_from_yaml
+from teachbot.world.scene import TabletopConfig, scene_from_yaml
 
 SETTLE = 0.3  # seconds of physics after a scene reset
 CAMERA = {"width": 200, "height": 150, "fov_y": 45.0}  # the object camera: small crops, as a hand camera sees them

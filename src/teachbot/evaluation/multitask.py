@@ -124,7 +124,7 @@ class SkillRecorder:
     pointed at (the world's ground truth), and refusing the next action once the person interrupts."""
 
     def __init__(self, world: Any, interrupt_after: int | None = None) -> None:
-        from teachbot.sim.direct import DirectSkills
+        from teachbot.simrobot.direct import DirectSkills
 
         self.world = world
         self.inner = DirectSkills(world.skills())

@@ -22,13 +22,13 @@ from teachbot.errors import ConfigError, SceneSpecError
 from teachbot.evaluation.droc_worlds import droc_catalog
 from teachbot.paths import config_path
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold, yaw_of
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.household_objects import Catalog
-from teachbot.sim.household_scene import household_scene_from_yaml
 from teachbot.sim.household_world import HouseholdObject, HouseholdWorld
+from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, yaw_of
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.library import FINGERTIP_DEPTH
+from teachbot.world.household_layout import HouseholdLayout
+from teachbot.world.household_objects import Catalog
+from teachbot.world.household_scene import household_scene_from_yaml
 
 PROFILE = "household_sim"
 SETTLE = 0.3  # seconds of physics after a scene reset

@@ -19,15 +19,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase, fact_score
+from teachbot.evaluation.raider_judge import ExplanationJudge
+from teachbot.evaluation.raider_recovery import evaluate_recovery
 from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model
 from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_json
-from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase, fact_score
 from teachbot.raider.config import RaiderConfig
-from teachbot.evaluation.raider_judge import ExplanationJudge
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
-from teachbot.evaluation.raider_recovery import evaluate_recovery
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
 
 METHODS = ("raider", "precond", "visual-obs")

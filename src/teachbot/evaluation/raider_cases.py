@@ -32,16 +32,16 @@ from teachbot.perception.pipeline import Perception
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.tools import GroundedTools, Reach, normalise
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.direct import perceive_household
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.household_objects import Catalog
-from teachbot.sim.household_scene import HouseholdScene, household_scene_from_yaml
 from teachbot.sim.household_world import HouseholdWorld
-from teachbot.sim.scene import SceneSpec, TabletopConfig, scene_from_yaml
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.direct import perceive_household
 from teachbot.skills.household import CARRY_POINT
 from teachbot.skills.kinematics import KinematicsModel
-from teachbot.skills.navigation import BasePath, BasePose
+from teachbot.world.floor import BasePath, BasePose
+from teachbot.world.household_layout import HouseholdLayout
+from teachbot.world.household_objects import Catalog
+from teachbot.world.household_scene import HouseholdScene, household_scene_from_yaml
+from teachbot.world.scene import SceneSpec, TabletopConfig, scene_from_yaml
 
 WORLDS = ("household", "tabletop")
 VERDICTS = ("ambiguity", "unfeasibility", "none")

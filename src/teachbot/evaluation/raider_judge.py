@@ -7,11 +7,11 @@ A reply it cannot read is no grade (None), never a pass. Pure Python, no ROS.
 
 from __future__ import annotations
 
+from teachbot.evaluation.raider_cases import RaiderCase
 from teachbot.language.json_reply import read_json
 from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import LLMError, Model
 from teachbot.raider.agent import CheckResult
-from teachbot.evaluation.raider_cases import RaiderCase
 
 
 def judge_prompt(case: RaiderCase, result: CheckResult) -> str:

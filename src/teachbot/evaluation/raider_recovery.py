@@ -42,21 +42,21 @@ from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ErrorCode, TeachbotError
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import ApiFunction, RobotApi
 from teachbot.raider.agent import CheckResult
-from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
 from teachbot.raider.precond import ACTIONS, parse_query
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.tools import normalise
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
-from teachbot.sim.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
 from teachbot.sim.household_world import HouseholdWorld
-from teachbot.sim.scene import TabletopConfig
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.interfaces import CancelToken
 from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.world.scene import TabletopConfig
 
 TELL_TYPES = ("IU1", "IU3", "IU4", "IU6")  # the robot cannot fix these; IA, IU2, IU5 (and IN) it can
 CALL_LIMIT = 60.0  # wall seconds per physical robot call

@@ -18,7 +18,7 @@ import numpy as np
 from teachbot.errors import SceneSpecError
 from teachbot.evaluation.benchmark import Attributes, Benchmark
 from teachbot.evaluation.world_state import ObjectTruth, WorldState
-from teachbot.sim.scene import ObjectSpec, SceneSpec, TabletopConfig
+from teachbot.world.scene import ObjectSpec, SceneSpec, TabletopConfig
 
 Point = tuple[float, float]
 
@@ -172,7 +172,7 @@ class Task(ABC):
 def place_objects(rng: np.random.Generator, wanted: Sequence[tuple[str, str]], table: TabletopConfig,
                   max_layouts: int = 50) -> SceneSpec | None:
     """Random positions in the spawn area, ``min_separation`` apart: the rejection sampling of
-    ``teachbot.sim.scene.generate_scene`` (bowls first, blocks with a random yaw), for given objects.
+    ``teachbot.world.scene.generate_scene`` (bowls first, blocks with a random yaw), for given objects.
     None when no layout was found in ``max_layouts`` restarts."""
     (x0, x1), (y0, y1) = table.spawn_area["x"], table.spawn_area["y"]
     order = [w for w in wanted if w[0] == "bowl"] + [w for w in wanted if w[0] != "bowl"]

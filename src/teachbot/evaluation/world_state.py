@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from teachbot.sim.scene import SceneSpec, TabletopConfig
+from teachbot.world.scene import SceneSpec, TabletopConfig
 
 
 @dataclass(frozen=True)

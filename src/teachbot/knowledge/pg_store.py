@@ -2,7 +2,7 @@
 
 ``PgKnowledgeStore`` has the interface of the file store (teachbot.knowledge.store.KnowledgeStore: add, get,
 list, remove, snapshot, refresh, version, export_jsonl, import_jsonl; the same errors), so the memory node, the
-retriever and ``teachbot memory knowledge`` use either; teachbot.memory.pg_backend.open_knowledge picks it.
+retriever and ``teachbot memory knowledge`` use either; teachbot.stores.backend.open_knowledge picks it.
 
 Guarantees, as the examples' (teachbot.memory.pg_store):
 
@@ -12,7 +12,7 @@ Guarantees, as the examples' (teachbot.memory.pg_store):
   taken id is a KnowledgeError; a removal is a tombstone, so every robot sees it go;
 - every read catches up with what was committed since the last one (one query by sequence number), so an entry
   a robot learns is in the others' retrieval at their next use;
-- the database going away is one warning line (teachbot.memory.pg_link): reads serve the entries read before,
+- the database going away is one warning line (teachbot.storage.pg_link): reads serve the entries read before,
   and ``add`` queues the entry durably in the spool directory (one atomic file each), written by a background
   retry as soon as the database is back.
 
@@ -32,9 +32,9 @@ import psycopg
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError
 from teachbot.knowledge.store import KnowledgeImportReport, _prepare
-from teachbot.memory.files import QUARANTINE, SUFFIX, file_lock, fsync_dir, quarantine, write_atomic
-from teachbot.memory.pg_link import DatabaseAway, PgLink, ensure_tables
 from teachbot.memory.pg_schema import SHARED_VALUES
+from teachbot.storage.files import QUARANTINE, SUFFIX, file_lock, fsync_dir, quarantine, write_atomic
+from teachbot.storage.pg_link import DatabaseAway, PgLink, ensure_tables
 
 log = logging.getLogger(__name__)
 

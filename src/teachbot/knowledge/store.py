@@ -9,7 +9,7 @@ otherwise)::
 
 As in ``teachbot.memory.store``: there is no index, listing is reading the directory; every write goes
 to a dot-named temp file in the same directory, is fsync'ed, renamed over the final name and the
-directory is fsync'ed (``teachbot.memory.files``), so a ``kill -9`` at any point leaves the whole
+directory is fsync'ed (``teachbot.storage.files``), so a ``kill -9`` at any point leaves the whole
 entry or none of it, and several processes may add at once. A store object notices what other
 processes added or removed (one stat of the directory when nothing changed). A write that fails (a
 full disk) is a KnowledgeError saying so and what to do; the stored entries stay as they were.
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError, utc_now_iso
-from teachbot.memory.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 from teachbot.memory.store import write_failure
+from teachbot.storage.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
 log = logging.getLogger(__name__)
 

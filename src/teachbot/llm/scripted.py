@@ -36,6 +36,7 @@ from teachbot.llm.base import (
     trim_at_stop,
 )
 from teachbot.llm.tool_calls import conversation_prompt, parse_reply, render_reply
+from teachbot.recording.bag import BagError, RecordedSession
 
 BAG_SUFFIXES = (".mcap", ".db3")  # rosbag2 storage files; their directory holds the bag's metadata.yaml
 
@@ -173,8 +174,6 @@ class ScriptedModel(RecordingModel):
 
 def _bag_completions(path: Path, role: str | None) -> dict[str, list[str]]:
     """Prompt digest -> recorded texts (in session order) of ``role`` (every role when None) in a session bag."""
-    from teachbot.recording.bag import BagError, RecordedSession
-
     bag = path if path.is_dir() else path.parent
     try:
         session = RecordedSession.load(bag)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from teachbot.errors import TeachbotError
+from teachbot.errors import MemoryStoreError
 from teachbot.language.transcript import Transcript
 
 SEED, LEARNED = "seed", "learned"
@@ -21,10 +21,6 @@ SOURCES = (SEED, LEARNED)
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 _STR_FIELDS = ("id", "profile", "source", "transcript", "problem", "improvement", "scope", "episode_id", "author_model",
                "embedding_model", "created")
-
-
-class MemoryStoreError(TeachbotError):
-    """An example cannot be stored, found or read back; the message says which and why."""
 
 
 class UnknownExampleError(MemoryStoreError, KeyError):

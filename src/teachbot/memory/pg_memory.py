@@ -1,6 +1,6 @@
 """Episodic memory on the postgres backend: retrieval in SQL with pgvector's HNSW index, or in process.
 
-teachbot.memory.pg_backend.open_memory(config) builds it when memory.store.backend is ``postgres``.
+teachbot.stores.backend.open_memory(config) builds it when memory.store.backend is ``postgres``.
 
 Where the database has pgvector (its embeddings are ``vector``), the learned examples are retrieved in SQL:
 the query e = sum_i gamma^(i-1) E(I^i) is computed here as in the file backend (retrieval.query_vector),

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from teachbot.memory.example import SEED, InteractionExample, MemoryStoreError, validate_learned
-from teachbot.memory.pg_schema import CHANNEL, EXAMPLE_COLUMNS, VECTOR, WRITE_LOCK, embedding_literal, example_from_row
+from teachbot.errors import MemoryStoreError
+from teachbot.memory.example import SEED, InteractionExample, validate_learned
+from teachbot.memory.pg_schema import CHANNEL, EXAMPLE_COLUMNS, VECTOR, embedding_literal, example_from_row
 from teachbot.memory.store import _prepare
+from teachbot.storage.pg_link import WRITE_LOCK
 
 SELECT = ", ".join(EXAMPLE_COLUMNS)
 VISIBLE = "(shared = 'fleet' OR robot_id = %(robot)s)"  # the rows a robot sees: the fleet's and its own

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.memory.example import LEARNED, InteractionExample, MemoryStoreError
+from teachbot.errors import MemoryStoreError
+from teachbot.memory.example import LEARNED, InteractionExample
+from teachbot.storage.pg_link import SCHEMA_LOCK
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 CHANNEL = "teachbot_memory"  # LISTEN/NOTIFY channel; payload '<add|remove> <example id>'
-WRITE_LOCK = 0x7465616368  # advisory lock held by every writing transaction (commit order = seq order)
-SCHEMA_LOCK = WRITE_LOCK + 1
 VECTOR, REAL_ARRAY = "vector", "real[]"
 SHARED_VALUES = ("fleet", "robot")
 

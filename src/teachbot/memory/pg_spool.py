@@ -16,8 +16,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from teachbot.memory.example import InteractionExample, MemoryStoreError, validate_learned
-from teachbot.memory.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
+from teachbot.errors import MemoryStoreError
+from teachbot.memory.example import InteractionExample, validate_learned
+from teachbot.storage.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
 log = logging.getLogger(__name__)
 

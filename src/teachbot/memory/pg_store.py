@@ -34,15 +34,16 @@ import numpy as np
 import psycopg
 from psycopg import conninfo
 
+from teachbot.errors import MemoryStoreError
 from teachbot.memory.embedding import Embedder
-from teachbot.memory.example import LEARNED, SEED, InteractionExample, MemoryStoreError, UnknownExampleError, validate_learned
-from teachbot.memory.files import write_atomic
-from teachbot.memory.pg_link import CONNECT_TIMEOUT_S, safe_dsn
+from teachbot.memory.example import LEARNED, SEED, InteractionExample, UnknownExampleError, validate_learned
 from teachbot.memory.pg_listen import Listener
 from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
 from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
 from teachbot.memory.pg_spool import Spool, SpooledLesson
 from teachbot.memory.store import ImportReport, _prepare, read_seeds
+from teachbot.storage.files import write_atomic
+from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, safe_dsn
 
 log = logging.getLogger(__name__)
 

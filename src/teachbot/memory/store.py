@@ -60,7 +60,7 @@ from teachbot.memory.example import (
     utc_now_iso,
     validate_learned,
 )
-from teachbot.memory.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
+from teachbot.storage.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from teachbot_interfaces.msg import DetectedObject, SkillResult
 from teachbot_interfaces.msg import ObjectState as ObjectStateMsg
 
 from teachbot.sim.camera import CameraSpec
-from teachbot.sim.direct import yaw_of
 from teachbot.sim.world import ObjectState
+from teachbot.simrobot.direct import yaw_of
 from teachbot.skills.interfaces import ObjectInfo
 from teachbot.skills.library import SkillOutcome
 

@@ -18,9 +18,9 @@ from teachbot_interfaces.msg import ObjectList, ThingStates
 from teachbot.errors import ControllerError
 from teachbot.nodes.common import LATCHED_QOS
 from teachbot.nodes.convert import object_info
-from teachbot.sim.household_layout import BASE_JOINTS, HouseholdLayout
 from teachbot.skills.household import Thing
-from teachbot.skills.navigation import BasePath, BasePose
+from teachbot.world.floor import BasePath, BasePose
+from teachbot.world.household_layout import BASE_JOINTS, HouseholdLayout
 
 ARRIVED = 0.01  # metres (and radians) from a path's end that count as arrived
 ARTICULATION_TIME = 1.0  # seconds the door or drawer joint is given to reach its end point

@@ -55,7 +55,7 @@ from teachbot.nodes.common import (
     wait_served,
 )
 from teachbot.nodes.knowledge_convert import entry_to_msg
-from teachbot.nodeset import LLM_PARAMETERS, llm_settings
+from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.skills.parameters import WORLDS, SkillParameters
 
 # seconds one perception/describe_object call may take (a learned image model on the CPU, a perception node busy with

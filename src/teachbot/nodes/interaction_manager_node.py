@@ -59,10 +59,10 @@ from teachbot.llm.pricing import PriceTable
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.confirmed_lessons import ConfirmedLessons
+from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.nodes.raider_ros import IssueDetectionClient
 from teachbot.nodes.skill_client import DONE, GONE, Fault, SkillClient, wait_served
 from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, motion_fault
-from teachbot.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.executor import SandboxLimits
@@ -222,8 +222,8 @@ class InteractionManagerNode(Node):
         """``implementations`` with the task memory: its four functions, the acting ones logged (config/task_memory.yaml;
         ``task_memory: false`` turns it off). The memory node's, else the same store in this process."""
         from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory
-        from teachbot.sim.household_objects import Catalog
         from teachbot.taskmemory import ConsoleTaskMemory, TaskMemoryConfig
+        from teachbot.world.household_objects import Catalog
 
         config = TaskMemoryConfig.load()
         if not (config.enabled and bool(cfg.get("task_memory", True))):
@@ -512,7 +512,7 @@ class _LocalKnowledgeBase:
         with self._lock:
             if self._source is None:
                 from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
-                from teachbot.perception.object_crop import knowledge_settings
+                from teachbot.knowledge.object_crop import knowledge_settings
 
                 memory = self.examples.memory()
                 config, images = knowledge_settings()

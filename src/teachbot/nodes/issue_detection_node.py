@@ -32,8 +32,8 @@ from teachbot.errors import ConfigError
 from teachbot.llm.base import ChatReply, Completion, LLMError, Model, ToolChatModel
 from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes, wait_for_worker
+from teachbot.nodes.nodeset import LLM_PARAMETERS, WORLDS, llm_settings
 from teachbot.nodes.raider_ros import ACTION, TOOL_TIMEOUT, RemoteTools, result_msg
-from teachbot.nodeset import LLM_PARAMETERS, WORLDS, llm_settings
 from teachbot.raider.agent import CheckResult, RaiderAgent
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.tools import ToolError

@@ -39,16 +39,16 @@ from teachbot_interfaces.srv import AddExample, AddKnowledge, ListExamples, Remo
 
 from teachbot.errors import TeachbotError
 from teachbot.knowledge.entry import KINDS, KnowledgeError
+from teachbot.knowledge.object_crop import knowledge_settings
 from teachbot.knowledge.retriever import KnowledgeRetriever, render
 from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
-from teachbot.memory.pg_backend import forward_logs, open_knowledge, open_memory, open_task_logs
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
-from teachbot.perception.object_crop import knowledge_settings
+from teachbot.stores.backend import forward_logs, open_knowledge, open_memory, open_task_logs
 from teachbot.taskmemory.log import TaskLogStore
 
 if TYPE_CHECKING:  # psycopg is imported only on the postgres backend
@@ -107,7 +107,7 @@ class MemoryNode(Node):
         refuse_duplicate(self)
         self._unforward_logs = forward_logs(self.get_logger())  # the store's lines (a database outage) in this node's log
         # (an empty EpisodicMemory is falsy: a given store must never be swapped for the configured one)
-        # memory.store.backend: the file store or a fleet's PostgreSQL database (teachbot.memory.pg_backend)
+        # memory.store.backend: the file store or a fleet's PostgreSQL database (teachbot.stores.backend)
         self.memory = memory if memory is not None else open_memory(self._config())
         self.memory.sync()
         # load the embedding model now: on the first query it would block this node's executor for seconds
@@ -154,7 +154,7 @@ class MemoryNode(Node):
         select = None
         if settings.select_enabled:  # DROC's LLM selection among the candidates: the knowledge_select role
             from teachbot.llm.factory import model_from_config
-            from teachbot.nodeset import llm_settings
+            from teachbot.nodes.nodeset import llm_settings
 
             select = model_from_config(llm_settings(), "knowledge_select")
         # on the postgres backend the fleet's database, unless the knowledge_dir parameter names a directory

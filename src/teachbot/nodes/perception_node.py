@@ -6,7 +6,7 @@ Out: perception/objects (ObjectList, latched) at ``rate`` Hz, in ``base_frame``.
 Services: perception/detect (Detect), perception/query_scene (QueryScene), perception/grounded_tool
 (GroundedTool: RAIDER's grounded tools over this node's scene, teachbot.nodes.grounded_tools_service),
 perception/describe_object (DescribeObject: a named object's crop descriptor for visual knowledge
-retrieval, with the image embedder of config/knowledge.yaml; teachbot.perception.object_crop).
+retrieval, with the image embedder of config/knowledge.yaml; teachbot.knowledge.object_crop).
 With the sim_ground_truth backend it asks sim/get_world_state for the segment labels and for what the
 simulator knows about each object (held, supported_by).
 With ``perception.observe: world_state`` (the household world, config/perception_household.yaml) the
@@ -30,6 +30,7 @@ from teachbot_interfaces.msg import ObjectList, ThingStates
 from teachbot_interfaces.srv import DescribeObject, Detect, GetWorldState, QueryScene
 
 from teachbot.errors import ConfigError, TeachbotError
+from teachbot.knowledge.object_crop import knowledge_settings, object_crop
 from teachbot.nodes.common import LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.convert import image_array, stamp_msg, stamp_seconds, tracked_object_msg
 from teachbot.nodes.grounded_tools_service import GroundedToolsService
@@ -37,12 +38,11 @@ from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.detector import Frame
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
 from teachbot.perception.localize import CameraModel
-from teachbot.perception.object_crop import knowledge_settings, object_crop
 from teachbot.perception.pipeline import Perception
 from teachbot.perception.relations import SceneQueries
 from teachbot.perception.scene_model import SceneModel
-from teachbot.sim.direct import yaw_of
-from teachbot.sim.household_layout import BASE_JOINTS
+from teachbot.simrobot.direct import yaw_of
+from teachbot.world.household_layout import BASE_JOINTS
 
 try:  # tf is optional: pip installs have no tf2_ros; camera/pose or config then give the extrinsics
     import tf2_ros

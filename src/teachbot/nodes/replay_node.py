@@ -1,6 +1,6 @@
 """ROS 2 node ``replay``: plays the person of a recorded session and checks what the robot does again.
 
-The replay node set (teachbot.nodeset, launch/replay.launch.py) runs the simulated stack with the
+The replay node set (teachbot.nodes.nodeset, launch/replay.launch.py) runs the simulated stack with the
 interaction manager and improvement node answering from the recording's completions (llm_backend
 scripted, llm_model the recording). This node, given the same recording:
 
@@ -37,11 +37,11 @@ from teachbot_interfaces.srv import GetWorldState, ResetScene
 
 from teachbot.errors import ConfigError, TeachbotError
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate
+from teachbot.nodes.console_stack import ScriptedPerson
 from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, _call
+from teachbot.nodes.replay_check import ReplayReport
 from teachbot.recording.bag import SESSION_END, RecordedCompletion, RecordedSession, _world
 from teachbot.recording.compare import POSITION_TOLERANCE, Difference, compare_sessions
-from teachbot.recording.console_stack import ScriptedPerson
-from teachbot.recording.replay import ReplayReport
 from teachbot.ros_env import configure_loopback
 
 # the topic each LLM role's completions are published on (and recorded from)

@@ -1,6 +1,6 @@
 """Run one node of a node set in this process: ``python -m teachbot.nodes.run_one '<spec as JSON>'``.
 
-The supervisor (teachbot.supervisor) starts each node of ``teachbot sim --processes`` this way, so a
+The supervisor (teachbot.nodes.supervisor) starts each node of ``teachbot sim --processes`` this way, so a
 node gets exactly the keyword arguments the in-process stack would give it (NodeSpec.parameters),
 without turning them into ROS parameters and back.
 """
@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from teachbot.nodeset import NodeSpec
+from teachbot.nodes.nodeset import NodeSpec
 
 
 def spec_to_json(spec: NodeSpec) -> str:

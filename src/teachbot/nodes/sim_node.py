@@ -35,10 +35,10 @@ from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, refuse_d
 from teachbot.nodes.convert import camera_info_msg, detected_object_msg, image_msg, object_state_msg, pose_msg
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
-from teachbot.sim.household_scene import HouseholdScene, generate_household_scene, household_scene_from_yaml, load_household_scene
 from teachbot.sim.household_world import HouseholdWorld
-from teachbot.sim.scene import SceneSpec, TabletopConfig, generate_scene, load_scene_file, scene_from_yaml
 from teachbot.sim.world import TabletopWorld
+from teachbot.world.household_scene import HouseholdScene, generate_household_scene, household_scene_from_yaml, load_household_scene
+from teachbot.world.scene import SceneSpec, TabletopConfig, generate_scene, load_scene_file, scene_from_yaml
 
 MAX_WALL_PUBLISH_RATE = 250.0  # Hz: faster-than-real-time runs do not flood subscribers
 SENDER_WATCH_PERIOD = 0.1  # wall seconds between checks that a moving arm's trajectory sender is still on the graph

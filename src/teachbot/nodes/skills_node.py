@@ -36,10 +36,10 @@ from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, ru
 from teachbot.nodes.convert import object_info, skill_result
 from teachbot.nodes.household_ros import RosBase, RosHouseholdView
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.household_layout import HouseholdLayout
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.world.household_layout import HouseholdLayout
 
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
 STATE_STALE = 1.0  # wall seconds without a joint state after which the driver counts as gone (a killed sim)

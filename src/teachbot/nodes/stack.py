@@ -1,4 +1,4 @@
-"""A node set (teachbot.nodeset) composed in one process, for the CLI, tests and benchmarks.
+"""A node set (teachbot.nodes.nodeset) composed in one process, for the CLI, tests and benchmarks.
 
 Where ``ros2 launch`` is available the same nodes run as separate processes (launch/*.launch.py);
 here they share one executor on a background thread. ``InProcessStack(robot_profile, sim=True,
@@ -17,8 +17,8 @@ from typing import Any
 import rclpy
 from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 
+from teachbot.nodes.nodeset import NodeSpec, node_set
 from teachbot.nodes.skill_client import SkillClient
-from teachbot.nodeset import NodeSpec, node_set
 from teachbot.robot_profile import RobotProfile
 from teachbot.ros_env import configure_loopback
 
@@ -54,7 +54,7 @@ class InProcessStack:
 
     @classmethod
     def from_node_set(cls, specs: Sequence[NodeSpec], threads: int = 1) -> InProcessStack:
-        """A stack of exactly these nodes (see teachbot.nodeset.node_set)."""
+        """A stack of exactly these nodes (see teachbot.nodes.nodeset.node_set)."""
         profile = next((str(s.parameters["robot_profile"]) for s in specs if "robot_profile" in s.parameters), "panda_sim")
         return cls(profile, threads=threads, specs=specs)
 

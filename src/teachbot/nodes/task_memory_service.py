@@ -101,7 +101,7 @@ def working_memory_maker(config: TaskMemoryConfig, log: Callable[[str], None], l
         return None
     from teachbot.language.prompts import load_prompt
     from teachbot.llm.factory import model_from_config
-    from teachbot.nodeset import llm_settings
+    from teachbot.nodes.nodeset import llm_settings
     from teachbot.taskmemory import WorkerLLM
 
     model = model_from_config(llm if llm is not None else llm_settings(), WORKER_ROLE)

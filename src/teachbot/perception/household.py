@@ -21,8 +21,8 @@ from teachbot.perception.config import CategorySpec, PerceptionConfig
 from teachbot.perception.localize import Observation, category_of
 from teachbot.perception.relations import Body, SceneQueries
 from teachbot.perception.scene_model import SceneModel, TrackedObject
-from teachbot.sim.household_layout import CABINET_WALL, HouseholdLayout
-from teachbot.sim.household_objects import Catalog
+from teachbot.world.household_layout import CABINET_WALL, HouseholdLayout
+from teachbot.world.household_objects import Catalog
 
 SURFACE_MARGIN = 0.04  # the layout keeps surfaces this far inside the edges; footprints take it back
 

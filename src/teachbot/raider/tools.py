@@ -23,7 +23,7 @@ import numpy as np
 
 from teachbot.errors import InvalidArgumentError, TeachbotError
 from teachbot.perception.relations import RELATIONS, SceneQueries
-from teachbot.sim.household_layout import HouseholdLayout
+from teachbot.world.household_layout import HouseholdLayout
 
 TOOL_DOCS: dict[str, str] = {
     "robot_holding": "robot_holding() -> what the robot's hand holds now, or that it is empty.",

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pybullet as pb
 
-from teachbot.sim.household_layout import CABINET_WALL as WALL
-from teachbot.sim.household_layout import BaseSpec, HouseholdLayout, Place
+from teachbot.world.household_layout import CABINET_WALL as WALL
+from teachbot.world.household_layout import BaseSpec, HouseholdLayout, Place
 
 Boxes = list[tuple[list[float], list[float]]]  # (half extents, centre) in one frame
 

@@ -22,10 +22,10 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
 from teachbot.sim.camera import CameraSpec
 from teachbot.sim.household_bodies import base_body, box_body, object_body, place_body
-from teachbot.sim.household_layout import BASE_JOINTS, HouseholdLayout, Place, Surface, surface_point
-from teachbot.sim.household_objects import Catalog, StateRules, Thing, tint
-from teachbot.sim.household_scene import HouseholdScene
-from teachbot.skills.navigation import BasePath, BasePose
+from teachbot.world.floor import BasePath, BasePose
+from teachbot.world.household_layout import BASE_JOINTS, HouseholdLayout, Place, Surface, surface_point
+from teachbot.world.household_objects import Catalog, StateRules, Thing, tint
+from teachbot.world.household_scene import HouseholdScene
 
 EFFECT_EVERY = 12  # physics steps between checks of contact effects (20 Hz at 240 Hz)
 WIPE_DISTANCE = 0.25  # metres a held sponge must rub over a surface to clean it

@@ -14,7 +14,7 @@ import pybullet as pb
 
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
-from teachbot.sim.scene import SceneSpec, TabletopConfig
+from teachbot.world.scene import SceneSpec, TabletopConfig
 
 TABLE_RGBA = (0.78, 0.66, 0.5, 1.0)
 BOWL_WALL_SEGMENTS = 16

@@ -30,14 +30,15 @@ from teachbot.errors import (
     UnreachableError,
 )
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
-from teachbot.sim.household_objects import StateError
 from teachbot.skills.household_containers import apart, container_spot, hand_blockers, hand_outline, takes
 from teachbot.skills.household_gestures import point_at
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
-from teachbot.skills.navigation import BasePose, Footprint, NavigationMap, time_path
+from teachbot.skills.navigation import NavigationMap, time_path
 from teachbot.skills.parameters import Tuning, pull_fraction
+from teachbot.world.floor import BasePose, Footprint
+from teachbot.world.household_layout import HouseholdLayout, Surface, surface_offset, surface_point
+from teachbot.world.household_objects import StateError
 
 DOCK_CLEARANCE = 0.05  # metres beyond the navigation radius where a path ends before docking straight in
 AT_LOCATION = 0.05  # metres (and 0.1 rad) from a location's pose that count as being there

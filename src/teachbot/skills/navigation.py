@@ -13,67 +13,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from teachbot.errors import InvalidArgumentError, LimitExceededError, UnreachableError
+from teachbot.world.floor import BasePath, BasePose, Footprint, wrap_angle
 
 CELL_MARGIN = 0.8  # cells: extra clearance a grid cell needs, so straight moves between cell centres stay clear
 CHECK_STEP = 0.1  # cells: spacing of the clearance samples along a straight move
 LINK_TRIES = 32  # open cells nearest a start or goal tried first when joining it to the grid
 _Ends = tuple[tuple["BasePose", float], tuple["BasePose", float]]  # start and goal, each with its clearance
 _STEPS = [(dj, di, math.hypot(dj, di)) for dj in (-1, 0, 1) for di in (-1, 0, 1) if dj or di]  # 8-connected: (row, column, cost)
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """An obstacle: a rectangle on the floor, ``yaw`` radians about its centre."""
-
-    name: str
-    centre: tuple[float, float]
-    half_extents: tuple[float, float]
-    yaw: float = 0.0
-
-
-@dataclass(frozen=True)
-class BasePose:
-    """Where the base stands on the floor: metres, and radians about the vertical."""
-
-    x: float
-    y: float
-    yaw: float
-
-
-def _wrap(angle: float) -> float:
-    return (angle + math.pi) % (2.0 * math.pi) - math.pi
-
-
-@dataclass(frozen=True)
-class BasePath:
-    """Poses and the times (seconds from the start, strictly increasing from 0.0) they are reached."""
-
-    poses: tuple[BasePose, ...]
-    times: tuple[float, ...]
-
-    def pose_at(self, t: float) -> BasePose:
-        """Linear interpolation in x, y and the shorter way round in yaw; clamped to [0, duration]."""
-        if t <= 0.0:
-            return self.poses[0]
-        if t >= self.times[-1]:
-            return self.poses[-1]
-        k = int(np.searchsorted(self.times, t, side="right")) - 1
-        a, b = self.poses[k], self.poses[k + 1]
-        s = (t - self.times[k]) / (self.times[k + 1] - self.times[k])
-        return BasePose(a.x + s * (b.x - a.x), a.y + s * (b.y - a.y), _wrap(a.yaw + s * _wrap(b.yaw - a.yaw)))
-
-    @property
-    def duration(self) -> float:
-        return self.times[-1]
-
-    @property
-    def length(self) -> float:
-        return sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip(self.poses, self.poses[1:]))
 
 
 class NavigationMap:
@@ -147,9 +97,9 @@ class NavigationMap:
         pts = [(start.x, start.y)] + [self._centre(c) for c in _corners(cells)] + [(goal.x, goal.y)]
         xy = self._shortcut(pts, ends)
         dist = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(np.array(xy), axis=0).T))])
-        turn = _wrap(goal.yaw - start.yaw)
+        turn = wrap_angle(goal.yaw - start.yaw)
         frac = dist / dist[-1] if dist[-1] > 0.0 else np.zeros(len(xy))
-        poses = [BasePose(float(x), float(y), _wrap(start.yaw + float(f) * turn)) for (x, y), f in zip(xy, frac)]
+        poses = [BasePose(float(x), float(y), wrap_angle(start.yaw + float(f) * turn)) for (x, y), f in zip(xy, frac)]
         poses[0], poses[-1] = start, goal
         return poses
 
@@ -261,5 +211,5 @@ def time_path(poses: list[BasePose], max_speed: float, max_yaw_rate: float, spee
     v, w = max_speed * speed_factor, max_yaw_rate * speed_factor
     times = [0.0]
     for a, b in zip(poses, poses[1:]):
-        times.append(times[-1] + max(math.hypot(b.x - a.x, b.y - a.y) / v, abs(_wrap(b.yaw - a.yaw)) / w, 1e-3))
+        times.append(times[-1] + max(math.hypot(b.x - a.x, b.y - a.y) / v, abs(wrap_angle(b.yaw - a.yaw)) / w, 1e-3))
     return BasePath(tuple(poses), tuple(times))

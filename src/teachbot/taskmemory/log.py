@@ -4,7 +4,7 @@ One append-only JSON Lines file per task (``<directory>/<slug>.jsonl``). A recor
 task began or was resumed: the instruction, the objects it is about, the world then) or an ``action``
 (the robot function, its arguments, its result, and the environment after it: what is where).
 
-Guarantees (as the example store's, teachbot.memory.files):
+Guarantees (as the example store's, teachbot.storage.files):
 
 - An append takes the directory's ``flock``, cuts a torn tail left by a writer killed mid-line (that
   record was never acknowledged), writes the line, flushes and fsyncs before it returns: an acknowledged
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.errors import ConfigError, TeachbotError
-from teachbot.memory.files import file_lock, fsync_dir
 from teachbot.memory.store import write_failure
+from teachbot.storage.files import file_lock, fsync_dir
 from teachbot.taskmemory.specs import ObjectInfo
 
 LOG = logging.getLogger(__name__)

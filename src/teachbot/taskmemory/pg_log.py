@@ -4,7 +4,7 @@ A task log is this robot's own record of what it did, appended at the pace of it
 appendable whether or not the network is up. So ``PgTaskLogStore`` keeps the file logs of TaskLogStore as they
 are (durable appends under a lock, torn tails cut: teachbot.taskmemory.log) and copies every record into the
 table ``teachbot_task_records`` (robot id, task, position in the task's log, the record), right after it is
-appended, or by a background retry when the database was away (teachbot.memory.pg_link: one warning line, one
+appended, or by a background retry when the database was away (teachbot.storage.pg_link: one warning line, one
 more when it is back). Copying is idempotent (the key is robot, task and position), so a retry after a lost
 answer, two processes of one robot, or a crash between append and copy never duplicate a record.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psycopg
 
-from teachbot.memory.pg_link import DatabaseAway, PgLink, ensure_tables
+from teachbot.storage.pg_link import DatabaseAway, PgLink, ensure_tables
 from teachbot.taskmemory.log import SUFFIX, LogRecord, TaskLogStore, slug
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from teachbot.sim.world import TabletopWorld
 from teachbot.skills.household import Thing
 from teachbot.skills.interfaces import ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
-from teachbot.skills.navigation import BasePath, BasePose
+from teachbot.world.floor import BasePath, BasePose
 
 
 def yaw_of(quaternion: np.ndarray) -> float:

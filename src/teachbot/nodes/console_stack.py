@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.llm.base import Model
-from teachbot.recording import Recording, start_recording
+from teachbot.nodes.session_recording import Recording, start_recording
 from teachbot.recording.bag import SESSION_END, SessionSpec
 
 _WAITS = re.compile(r"\b(wait_for_trigger|ask)\s*\(")
@@ -156,8 +156,8 @@ class ConsoleStack:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Any:
         """sim + skills up, in the recorded scene; returns the skill client."""
+        from teachbot.nodes.nodeset import node_set
         from teachbot.nodes.stack import InProcessStack
-        from teachbot.nodeset import node_set
         from teachbot.robot_profile import RobotProfile
 
         overrides: dict[str, Any] = {"real_time_factor": self.real_time_factor, "camera_enabled": self.camera}

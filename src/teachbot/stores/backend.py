@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teachbot.errors import MemoryStoreError
+from teachbot.knowledge.store import KnowledgeStore
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
 from teachbot.memory.episodic import EpisodicMemory
-from teachbot.memory.example import MemoryStoreError
+from teachbot.taskmemory.log import TaskLogStore
 
 if TYPE_CHECKING:  # psycopg is imported only for the postgres backend
     from teachbot.memory.pg_store import PgMemoryStore
@@ -28,7 +30,7 @@ def open_memory(config: MemoryConfig | None = None, embedder: Embedder | None = 
     config = config or MemoryConfig.load()
     if config.backend != "postgres":
         return EpisodicMemory.open(config, embedder)
-    from teachbot.memory.pg_memory import PgEpisodicMemory
+    from teachbot.memory.pg_memory import PgEpisodicMemory  # deferred: psycopg, for the postgres backend only
 
     embedder = embedder or config_embedder(config)
     return PgEpisodicMemory(open_database(config, embedder=embedder), embedder, config.retrieval)
@@ -43,7 +45,7 @@ def config_embedder(config: MemoryConfig) -> Embedder:
 def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, embedder: Embedder | None = None) -> PgMemoryStore:
     """The fleet database's store for this robot as ``config`` says (``dsn`` overrides its memory.store.dsn).
     ``listen`` False: no background connection, every read asks the database (the ``teachbot memory`` commands)."""
-    from teachbot.memory.pg_store import PgMemoryStore
+    from teachbot.memory.pg_store import PgMemoryStore  # deferred: psycopg, for the postgres backend only
 
     return PgMemoryStore(_dsn(config, dsn), config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
                          shared=config.scope, embedder=embedder, listen=listen)
@@ -53,11 +55,9 @@ def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str
     """The knowledge base on ``config``'s backend: files in ``directory`` (default: the config's knowledge_dir), or
     the fleet database (``dsn`` overrides the config's; entries queued in ``<spool_dir>/knowledge`` while it is away;
     ``offline_ok`` False: reads raise while it is away, as the commands want)."""
-    from teachbot.knowledge.store import KnowledgeStore
-
     if config.backend != "postgres" and not dsn:
         return KnowledgeStore(directory or config.knowledge_path)
-    from teachbot.knowledge.pg_store import PgKnowledgeStore
+    from teachbot.knowledge.pg_store import PgKnowledgeStore  # deferred: psycopg, for the postgres backend only
 
     return PgKnowledgeStore(_dsn(config, dsn), config.spool_path / "knowledge", robot_id=config.robot_name, shared=config.scope,
                             offline_ok=offline_ok)
@@ -66,11 +66,9 @@ def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str
 def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> Any:
     """The task logs in ``directory`` (default: the config's tasks_dir); on the postgres backend (or with ``dsn``)
     copied into the fleet database and restored from it, under ``robot_id`` (default: this robot's)."""
-    from teachbot.taskmemory.log import TaskLogStore
-
     if config.backend != "postgres" and not dsn:
         return TaskLogStore(directory or config.tasks_path)
-    from teachbot.taskmemory.pg_log import PgTaskLogStore
+    from teachbot.taskmemory.pg_log import PgTaskLogStore  # deferred: psycopg, for the postgres backend only
 
     return PgTaskLogStore(directory or config.tasks_path, _dsn(config, dsn), robot_id=robot_id or config.robot_name)
 

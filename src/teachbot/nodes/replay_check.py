@@ -2,7 +2,7 @@
 
 The stack is rebuilt from the bag's session record (robot, scene, console settings, seed memory with
 an empty learned store in a temporary directory); the LLM roles answer from the recorded completions
-matched by prompt digest (teachbot.recording.replay_model), the person says the recorded utterances
+matched by prompt digest (teachbot.llm.replay_model), the person says the recorded utterances
 whenever the console waits for them, and the simulator runs as fast as it can. The replay is itself
 recorded (to a temporary bag unless ``out`` is given) and compared with the original: transcript line
 by line, the robot's words, the LLM calls, the final world state (relations exact, positions within
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teachbot.llm.replay_model import Divergence, ReplayModel
+from teachbot.nodes.console_stack import ConsoleStack, run_conversation
 from teachbot.recording.bag import RecordedSession
 from teachbot.recording.compare import POSITION_TOLERANCE, Difference, compare_sessions
-from teachbot.recording.console_stack import ConsoleStack, run_conversation
-from teachbot.recording.replay_model import Divergence, ReplayModel
 
 ROLES = ("interaction", "function_generation", "improvement", "correction")
 

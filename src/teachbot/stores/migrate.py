@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teachbot.errors import MemoryStoreError
 from teachbot.knowledge.store import KnowledgeStore
-from teachbot.memory.example import LEARNED, MemoryStoreError
+from teachbot.memory.example import LEARNED
 from teachbot.memory.pg_store import PgMemoryStore
 from teachbot.memory.store import MemoryStore
+from teachbot.storage.pg_link import DatabaseAway, PgLink
+from teachbot.taskmemory.log import TaskLogStore, slug
+from teachbot.taskmemory.pg_log import PgTaskLogStore, ensure_task_tables
 
 BATCH = 500  # examples or entries per transaction into the database
 Progress = Callable[[int, int], None]  # (done, total)
@@ -157,10 +161,6 @@ def task_logs(directory: Path, dsn: str, robot_id: str, scratch: Path) -> Migrat
     """Make the task logs in ``directory`` and ``robot_id``'s in the database agree (both ways: records the database
     lacks are copied into it, records the files lack are restored), then restore the database's copy into ``scratch``
     and compare it with the files task by task. MemoryStoreError when the database is away."""
-    from teachbot.memory.pg_link import DatabaseAway, PgLink
-    from teachbot.taskmemory.log import TaskLogStore, slug
-    from teachbot.taskmemory.pg_log import PgTaskLogStore, ensure_task_tables
-
     link = PgLink(dsn, "task memory", ensure_task_tables)
     try:  # what the database held before (opening a PgTaskLogStore copies at once)
         database_before = dict(link.run(lambda conn: conn.execute(

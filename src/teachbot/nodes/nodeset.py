@@ -1,6 +1,6 @@
 """Which nodes make up the robot, with which parameters: one declarative description for every launcher.
 
-``ros2 launch teachbot sim.launch.py`` (launch/*.py through teachbot.launching) and ``teachbot sim``
+``ros2 launch teachbot sim.launch.py`` (launch/*.py through teachbot.nodes.launching) and ``teachbot sim``
 (teachbot.nodes.stack.InProcessStack) both call :func:`node_set`, so the processes a ROS 2 install
 starts and the nodes the CLI composes in one process can never drift apart.
 
@@ -146,7 +146,7 @@ NODES: dict[str, tuple[str, str, str]] = {
                             "the LLM console"),
     "recorder": ("recorder", "teachbot.nodes.recorder_node:RecorderNode", "records the session"),
     "replay": ("replay", "teachbot.nodes.replay_node:ReplayNode", "plays a recorded session back"),
-    "web": ("web", "teachbot.web.node:WebNode", "the person's web page"),
+    "web": ("web", "teachbot.nodes.web_node:WebNode", "the person's web page"),
 }
 # nodes from parts of the project that may not be installed yet: started only when their module exists
 PROVIDED_BY = {"perception": "perception", "recorder": "recording", "replay": "recording"}

@@ -17,8 +17,8 @@ import yaml
 
 from teachbot.errors import SceneSpecError
 from teachbot.paths import config_path
-from teachbot.sim.household_layout import HouseholdLayout
-from teachbot.sim.household_objects import Catalog
+from teachbot.world.household_layout import HouseholdLayout
+from teachbot.world.household_objects import Catalog
 
 MIN_GAP = 0.02  # metres between the footprints of two objects on one surface
 

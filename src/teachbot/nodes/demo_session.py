@@ -119,8 +119,8 @@ def _finish_pictures(client: Any, grabber: CameraGrabber, out: Path) -> list[Pat
 
 def run_replay_demo(args: argparse.Namespace, out: Path) -> int:
     """Replay the shipped (or given) session with pictures; exit status 1 when it diverged."""
+    from teachbot.nodes.replay_check import conversation_span, replay
     from teachbot.recording.bag import RecordedSession
-    from teachbot.recording.replay import conversation_span, replay
 
     bag = Path(args.replay or SHIPPED_SESSION)
     recorded = RecordedSession.load(bag)
@@ -156,11 +156,11 @@ def run_replay_demo(args: argparse.Namespace, out: Path) -> int:
 def run_live_demo(args: argparse.Namespace, out: Path) -> int:
     """A live session against the configured endpoint, typed at this terminal; pictures as in the replay."""
     from teachbot.llm.factory import load_llm_config, model_from_config
-    from teachbot.nodeset import apply_llm_arguments
+    from teachbot.nodes.console_stack import ConsoleStack
+    from teachbot.nodes.nodeset import apply_llm_arguments
     from teachbot.paths import config_path
     from teachbot.recording.bag import SessionSpec
-    from teachbot.recording.console_stack import ConsoleStack
-    from teachbot.sim.scene import TabletopConfig, load_scene_file
+    from teachbot.world.scene import TabletopConfig, load_scene_file
 
     raw = apply_llm_arguments(load_llm_config(), "openai" if args.llm_base_url or args.llm_model else "",
                               args.llm_model, args.llm_base_url)

@@ -19,12 +19,14 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from teachbot.memory.example import MemoryStoreError
+from teachbot.errors import MemoryStoreError
 
 log = logging.getLogger(__name__)
 
 RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0
 CONNECT_TIMEOUT_S = 5  # when the DSN names no connect_timeout
+WRITE_LOCK = 0x7465616368  # advisory lock held by every writing transaction (commit order = seq order)
+SCHEMA_LOCK = WRITE_LOCK + 1  # advisory lock held while tables are created or migrated
 
 
 class DatabaseAway(Exception):
@@ -153,8 +155,6 @@ class PgLink:
 
 def ensure_tables(conn: psycopg.Connection, table: str, ddl: str) -> None:
     """Run ``ddl`` (statements split on ';') unless ``table`` exists; concurrent callers serialise on the schema lock."""
-    from teachbot.memory.pg_schema import SCHEMA_LOCK
-
     if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
         return
     with conn.transaction():

@@ -1,4 +1,4 @@
-"""``ros2 launch`` glue: turn the node set of a mode (teachbot.nodeset) into launch_ros Nodes.
+"""``ros2 launch`` glue: turn the node set of a mode (teachbot.nodes.nodeset) into launch_ros Nodes.
 
 launch/sim.launch.py, robot.launch.py and replay.launch.py are three lines each around
 :func:`generate_launch_description`. The launch packages are imported here, inside the functions,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teachbot.nodeset import PACKAGE, NodeSpec, arguments, node_set
-from teachbot.supervisor import RESPAWN_DELAY
+from teachbot.nodes.nodeset import PACKAGE, NodeSpec, arguments, node_set
+from teachbot.nodes.supervisor import RESPAWN_DELAY
 
 
 def generate_launch_description(mode: str) -> Any:
@@ -46,6 +46,6 @@ def launch_nodes(mode: str, context: Any) -> list[Any]:
 
 def node_arguments(spec: NodeSpec) -> dict[str, Any]:
     """The keyword arguments of launch_ros's Node for ``spec``: a node that dies (kill -9, a crash) is
-    started again after teachbot.supervisor.RESPAWN_DELAY seconds, as ``teachbot sim --processes`` does."""
+    started again after teachbot.nodes.supervisor.RESPAWN_DELAY seconds, as ``teachbot sim --processes`` does."""
     return {"package": PACKAGE, "executable": spec.executable, "name": spec.name, "output": "screen",
             "parameters": [dict(spec.parameters)], "respawn": True, "respawn_delay": RESPAWN_DELAY}

@@ -1,6 +1,6 @@
 """Each node of a node set in its own process, restarted when it dies: ``teachbot sim --processes``.
 
-The CLI's twin of ``ros2 launch`` with ``respawn=True`` (teachbot.launching): a node killed with
+The CLI's twin of ``ros2 launch`` with ``respawn=True`` (teachbot.nodes.launching): a node killed with
 ``kill -9`` (or crashed) comes back after :data:`RESPAWN_DELAY` seconds, at most
 :data:`MAX_RESTARTS_PER_MINUTE` times a minute (then it stays down and the supervisor says so), and
 every death and restart is one line on the log. Plain Python around subprocess: no rclpy here.
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from teachbot.nodeset import NodeSpec
+from teachbot.nodes.nodeset import NodeSpec
 
 RESPAWN_DELAY = 0.5  # seconds between a node's death and its restart (also launch's respawn_delay)
 MAX_RESTARTS_PER_MINUTE = 5  # more deaths than this within 60 s: the node stays down
