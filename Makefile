@@ -5,7 +5,7 @@
 #   make test-slow  setup, then only the opt-in `slow` tests (more scenes and repetitions; ~1 h)
 #   make test-stress  setup, then the suite with 2 busy processes beside it (STRESS=N, REPEAT=K)
 #   make demo    setup, then `teachbot demo`
-#   make lint    ruff check
+#   make lint    ruff check and the import layers (lint-imports)
 #   make bench   run every bench/*.py (not _helpers.py)
 #   make clean   build trees and caches (keeps the venv);  make distclean  also removes the venv
 #
@@ -134,6 +134,7 @@ demo: setup
 
 lint: $(STAMPS)/deps
 	$(VENV)/bin/ruff check $(wildcard src test bench tools)
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache --no-logo .importlinter
 
 bench: setup
 	source tools/loopback_env.sh; \

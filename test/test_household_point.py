@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from timing import pytest_timeout
 
-from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.prompt import PromptBuilder
 from teachbot.errors import ErrorCode
 from teachbot.evaluation.multitask_world import MultitaskWorld
@@ -15,6 +15,7 @@ from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.simrobot.direct import DirectSkills
 from teachbot.skills.household_gestures import POINT_HEIGHT
+from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS, HOUSEHOLD_TARGETS
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
 POINT_COLORS = ("red apple", "red mug", "yellow block", "yellow banana", "blue block", "green block")
@@ -92,7 +93,7 @@ def test_the_console_function_points(multitask):
 
 
 def test_point_at_is_declared_in_the_household_api_and_its_prompt():
-    assert SKILL_FUNCTIONS["point_at"] == ("point_at", "object_name")
+    assert HOUSEHOLD_TARGETS["point_at"] == "object_name"
     api = RobotApi.load("household")
     assert "point_at" in api.names
     assert "def point_at(object_name: str) -> str:" in PromptBuilder.for_profile(api).base()
@@ -101,8 +102,8 @@ def test_point_at_is_declared_in_the_household_api_and_its_prompt():
 def test_the_skills_node_serves_point_at():
     pytest.importorskip("rclpy")
     pytest.importorskip("teachbot_interfaces")
-    from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, skills_for
+    from teachbot.nodes.skills_node import skills_for
     from teachbot.robot_profile import RobotProfile
 
-    assert HOUSEHOLD_FIELDS["point_at"] == ("object_name", ())
+    assert HOUSEHOLD_SKILLS["point_at"].target == "object_name" and HOUSEHOLD_SKILLS["point_at"].extras == ()
     assert "point_at" in skills_for(RobotProfile.load("household_sim"))

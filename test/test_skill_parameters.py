@@ -11,13 +11,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from teachbot.console.household_api import SKILL_FUNCTIONS
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError, ErrorCode, InvalidArgumentError, LimitExceededError
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.robot_profile import RobotProfile
 from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
+from teachbot.skills.household_signatures import HOUSEHOLD_TARGETS
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.parameters import SkillParameters, Tuning, call_fields, offset_grasp, pull_fraction
 from teachbot.world.household_layout import HouseholdLayout
@@ -188,7 +188,7 @@ def test_a_file_without_a_world_declares_nothing_for_it(tmp_path):
 def test_the_robot_api_declares_the_parameters_of_each_function():
     """The prompt's declarations name every parameter of the function's skill, keyword defaults as declared."""
     console = {"tabletop": {"put_first_on_second": "put_first_on_second"},
-               "household": {name: skill for name, (skill, _) in SKILL_FUNCTIONS.items()}}
+               "household": {name: name for name in HOUSEHOLD_TARGETS}}
     for world, functions in console.items():
         params = SkillParameters.load(world)
         for fn in RobotApi.load(world).functions:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lint, then run the test suite under the loopback-only DDS environment.
 #
-#   tools/run_tests.sh                        # ruff check + pytest test -q
+#   tools/run_tests.sh                        # ruff check + lint-imports + pytest test -q
 #   tools/run_tests.sh test/test_x.py -k y    # extra args go to pytest; given paths replace `test`
 #   tools/run_tests.sh --stress 2             # the same with 2 busy processes beside it (a flake hunt)
 #   tools/run_tests.sh --stress 2 --repeat 3  # ... three times in a row, stopping at the first failure
@@ -12,7 +12,7 @@
 # wall time and result are printed at the end. Both go before pytest's own arguments.
 #
 # Exits non-zero on any lint or test failure, and also when pytest collected no test (its exit
-# status 5), so a CI run can never pass by running nothing. TEACHBOT_SKIP_LINT=1 skips ruff.
+# status 5), so a CI run can never pass by running nothing. TEACHBOT_SKIP_LINT=1 skips ruff and lint-imports.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -38,6 +38,10 @@ if [[ "${TEACHBOT_SKIP_LINT:-0}" != 1 ]]; then
   for d in src test bench tools; do [[ -d $d ]] && lint_paths+=("$d"); done
   echo "+ ruff check ${lint_paths[*]}"
   "$VENV/bin/ruff" check "${lint_paths[@]}" || { echo "run_tests: ruff check failed" >&2; exit 1; }
+  # the one-way import graph of .importlinter (layers; rclpy only in nodes/ and the commands)
+  echo "+ lint-imports"
+  PYTHONPATH=src "$VENV/bin/lint-imports" --no-cache --no-logo .importlinter \
+    || { echo "run_tests: lint-imports found an import against the layers (.importlinter)" >&2; exit 1; }
 fi
 
 # Run the whole test/ directory unless the caller named test files or node ids themselves.

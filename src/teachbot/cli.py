@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``teachbot``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    from teachbot.ros_env import configure_loopback
+    from teachbot.ros_env import configure_loopback  # deferred: loaded when the command runs
 
     try:
         # commands that join an existing robot's domain (chat) set up DDS themselves

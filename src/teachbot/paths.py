@@ -20,7 +20,7 @@ def share_dir() -> Path:
     if (_SOURCE_ROOT / "config").is_dir() and (_SOURCE_ROOT / "package.xml").is_file():
         return _SOURCE_ROOT
     try:
-        from ament_index_python.packages import get_package_share_directory
+        from ament_index_python.packages import get_package_share_directory  # deferred: optional (a ROS install)
 
         return Path(get_package_share_directory("teachbot"))
     except Exception:  # noqa: BLE001 - ament index absent or package not registered

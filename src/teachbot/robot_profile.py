@@ -141,7 +141,7 @@ def resolve_urdf(value: str, source: str) -> Path:
     """Resolve ``pybullet_data:<rel>`` or a path; a missing file is a ConfigError naming the key."""
     if value.startswith("pybullet_data:"):
         try:
-            import pybullet_data
+            import pybullet_data  # deferred: pybullet (optional here)
         except ImportError:
             raise ConfigError(f"{source}: robot.urdf uses pybullet_data but pybullet is not installed; run `make setup`") from None
         path = Path(pybullet_data.getDataPath()) / value.split(":", 1)[1]

@@ -1,8 +1,10 @@
-"""Arguments shared by several subcommands."""
+"""Arguments and output shared by several subcommands."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from teachbot.errors import ConfigError
@@ -97,8 +99,6 @@ def node_set_values(args: argparse.Namespace, mode: str) -> dict[str, object]:
 def join_robot_domain(args: argparse.Namespace) -> bool:
     """Take ``--domain-id`` (or the environment's ROS_DOMAIN_ID) as this process's domain: the robot's, as
     ``teachbot sim`` printed it. False, with the error said, when neither names one."""
-    import os
-    import sys
 
     if args.domain_id is not None:
         os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
@@ -106,3 +106,19 @@ def join_robot_domain(args: argparse.Namespace) -> bool:
         print("error: set --domain-id (or ROS_DOMAIN_ID) to the id `teachbot sim` printed", file=sys.stderr)
         return False
     return True
+
+
+def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], width: int | None, empty: str) -> str:
+    """Columns padded to their widest cell; the last one takes the rest of a ``width`` line, cut with '...'
+    (at least 20 characters; no cut without a width). ``empty`` when there are no rows."""
+    if not rows:
+        return empty
+    fixed = len(header) - 1
+    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(fixed)]
+    room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
+
+    def line(cells: tuple[str, ...]) -> str:
+        text = cells[fixed] if len(cells[fixed]) <= room else cells[fixed][: room - 3] + "..."
+        return "  ".join(c.ljust(w) for c, w in zip(cells[:fixed], widths)) + "  " + text
+
+    return "\n".join([line(header), *(line(r) for r in rows)])

@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
     """Join the robot's domain and chat until the session ends."""
     if not join_robot_domain(args):
         return 2
-    from teachbot.nodes.chat_client import run_chat
-    from teachbot.ros_env import configure_loopback
+    from teachbot.nodes.chat_client import run_chat  # deferred: pybullet, rclpy, loaded when the command runs
+    from teachbot.ros_env import configure_loopback  # deferred: loaded when the command runs
 
     configure_loopback()
 

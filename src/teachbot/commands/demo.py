@@ -22,6 +22,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo."""
-    from teachbot.nodes.demo_session import run_demo
+    from teachbot.nodes.demo_session import run_demo  # deferred: rclpy, loaded when the command runs
 
     return run_demo(args)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from teachbot.commands import eval_droc, eval_multitask, eval_raider
+from teachbot.commands.llm_args import check_endpoint, llm_config
 from teachbot.errors import ConfigError
 
 STAND_INS = ("oracle", "err-once", "imitator")
@@ -46,8 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "plan as one program)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
-    from teachbot.commands import eval_droc, eval_multitask, eval_raider
-
     eval_raider.register(kinds)
     eval_droc.register(kinds)
     eval_multitask.register(kinds)
@@ -64,77 +64,42 @@ class CliModels:
     stand_in: str = ""
 
     def __call__(self, method: Any) -> Any:
-        from teachbot.evaluation.harness import AgentModels
+        from teachbot.evaluation.harness import AgentModels  # deferred: loaded when the command runs
 
         if self.stand_in:
-            from teachbot.evaluation import doubles
+            from teachbot.evaluation import doubles  # deferred: loaded when the command runs
 
             if method.kind != "console":  # the baselines write whole programs: the plan as one program
-                from teachbot.evaluation.baselines import PlanProgramModel
+                from teachbot.evaluation.baselines import PlanProgramModel  # deferred: loaded when the command runs
 
                 return AgentModels(PlanProgramModel(), None, doubles.TeacherModel())
             interaction = {"oracle": doubles.OracleModel, "err-once": doubles.ErrOnceModel,
                            "imitator": doubles.ImitatorModel}[self.stand_in]()
             return AgentModels(interaction, None, doubles.TeacherModel())
-        from teachbot.llm.factory import model_from_config
+        from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
         return AgentModels(model_from_config(self.llm, "interaction"), model_from_config(self.llm, "function_generation"),
                            model_from_config(self.llm, "improvement"), person=model_from_config(self.llm, "interaction"))
 
 
-def _llm(args: argparse.Namespace) -> dict[str, Any]:
-    from teachbot.llm.factory import load_llm_config
-    from teachbot.nodes.nodeset import apply_llm_arguments
-
-    raw = load_llm_config(args.llm_config or None)
-    if args.llm_base_url or args.llm_model:
-        raw = apply_llm_arguments(raw, "openai", args.llm_model, args.llm_base_url)
-    return raw
-
-
-def check_endpoint(raw: dict[str, Any], role: str = "interaction") -> str:
-    """The ``role``'s endpoint answers (GET /models: no completion, nothing billed); returns its URL."""
-    import openai
-
-    from teachbot.llm.factory import role_settings
-    from teachbot.llm.openai_model import OpenAIModel
-
-    settings = role_settings(raw, role)
-    if settings["backend"] != "openai":
-        return settings["backend"]
-    model = OpenAIModel(str(settings.get("model", "")), base_url=str(settings.get("base_url", "")),
-                        api_key_env=str(settings.get("api_key_env", "OPENAI_API_KEY")), api_key=str(settings.get("api_key", "")))
-    client = openai.OpenAI(base_url=model.base_url, api_key=model._client.api_key, timeout=10.0, max_retries=0)
-    try:
-        client.models.list()
-    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-        raise ConfigError(f"cannot reach the LLM endpoint {model.base_url} ({type(exc).__name__}); check --llm-base-url "
-                          "and that the server is running") from None
-    except openai.APIStatusError as exc:
-        if exc.status_code in (401, 403):
-            raise ConfigError(f"the LLM endpoint {model.base_url} refused the API key (HTTP {exc.status_code}); "
-                              "check OPENAI_API_KEY") from None
-    return model.base_url
-
-
 def run_cap(args: argparse.Namespace) -> int:
     """Run (or resume) the sweep, then write the report."""
-    from teachbot.evaluation.benchmark import SPLITS
-    from teachbot.evaluation.person import PersonConfig
-    from teachbot.evaluation.report import write_report
-    from teachbot.evaluation.sweep import SweepConfig
-    from teachbot.nodes.eval_sweep import run_sweep
+    from teachbot.evaluation.benchmark import SPLITS  # deferred: loaded when the command runs
+    from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
+    from teachbot.evaluation.report import write_report  # deferred: loaded when the command runs
+    from teachbot.evaluation.sweep import SweepConfig  # deferred: loaded when the command runs
+    from teachbot.nodes.eval_sweep import run_sweep  # deferred: loaded when the command runs
 
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
     for split in splits:
         if split not in SPLITS:
             raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
-    raw = _llm(args)
+    raw = llm_config(args)
     if args.stand_in:
         where = {"stand_in": args.stand_in}
     else:
         url = check_endpoint(raw)
-        from teachbot.llm.factory import role_settings
+        from teachbot.llm.factory import role_settings  # deferred: loaded when the command runs
 
         settings = role_settings(raw, "interaction")
         where = {"backend": str(settings["backend"]), "model": str(settings.get("model", "")), "base_url": url}
@@ -151,8 +116,8 @@ def run_cap(args: argparse.Namespace) -> int:
 
 
 def _published() -> dict[str, dict[str, Any]]:
-    from teachbot.config import load_yaml
-    from teachbot.paths import config_path
+    from teachbot.config import load_yaml  # deferred: loaded when the command runs
+    from teachbot.paths import config_path  # deferred: loaded when the command runs
 
     protocol = load_yaml(config_path("benchmarks", "cap_tabletop.yaml"))["protocol"]
     return {"core paper, GPT-4": protocol["published_results_gpt4"], "core paper, GPT-3.5": protocol["published_results_gpt35"]}
@@ -160,7 +125,7 @@ def _published() -> dict[str, dict[str, Any]]:
 
 def run_report(args: argparse.Namespace) -> int:
     """summary.json, report.md and the plots of a finished (or partial) sweep."""
-    from teachbot.evaluation.report import write_report
+    from teachbot.evaluation.report import write_report  # deferred: loaded when the command runs
 
     directory = Path(args.directory)
     if not (directory / "results.jsonl").is_file():

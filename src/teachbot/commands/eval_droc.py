@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from teachbot.commands._args import add_model_args, comma_names
-from teachbot.errors import ConfigError
+from teachbot.commands.llm_args import checked_llm_config
 
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
 METHODS = ("droc", "droc-no-prior", "droc-all-history", "droc-no-visual", "cap")  # teachbot.evaluation.droc.METHODS (kept light)
@@ -41,43 +40,10 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def paid_endpoints(raw: dict[str, Any], roles: tuple[str, ...] = ROLES) -> list[str]:
-    """'role at URL' for each role whose OpenAI-compatible endpoint is not local (it may bill the calls)."""
-    from teachbot.llm.factory import role_settings
-    from teachbot.llm.openai_model import DEFAULT_BASE_URL, is_local_url
-
-    out = []
-    for role in roles:
-        settings = role_settings(raw, role)
-        if settings["backend"] != "openai":
-            continue
-        url = str(settings.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
-        if not is_local_url(url):
-            out.append(f"{role} at {url}")
-    return out
-
-
-def checked_llm_config(args: argparse.Namespace, roles: tuple[str, ...]) -> tuple[dict[str, Any], str]:
-    """config/llm.yaml with the --llm-* overrides and a label for the report, once no role would call a paid
-    endpoint without --allow-paid and every role's endpoint answers (nothing billed)."""
-    from teachbot.commands.eval import _llm, check_endpoint
-    from teachbot.llm.factory import role_settings
-
-    raw = _llm(args)
-    paid = paid_endpoints(raw, roles)
-    if paid and not args.allow_paid:
-        raise ConfigError(f"the models would call a hosted endpoint ({'; '.join(paid)}), which may cost money; pass "
-                          "--allow-paid to run it anyway, point --llm-base-url at a local server, or use --models doubles")
-    for role in roles:
-        check_endpoint(raw, role)
-    settings = role_settings(raw, "interaction")
-    return raw, f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
-
-
 def config_models(args: argparse.Namespace) -> Any:
     """The run's models from config/llm.yaml (and --llm-*), refusing a paid endpoint without --allow-paid."""
-    from teachbot.evaluation.droc import DrocModels
-    from teachbot.llm.factory import model_from_config
+    from teachbot.evaluation.droc import DrocModels  # deferred: loaded when the command runs
+    from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
     raw, label = checked_llm_config(args, ROLES)
     interaction = model_from_config(raw, "interaction")
@@ -86,8 +52,9 @@ def config_models(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or resume) the evaluation, then write summary.json and report.md and print the table."""
+    # deferred: loaded when the command runs
     from teachbot.evaluation.droc import DrocConfig, double_models, run_droc, write_summary
-    from teachbot.evaluation.droc_tasks import load_tasks
+    from teachbot.evaluation.droc_tasks import load_tasks  # deferred: loaded when the command runs
 
     config = DrocConfig(methods=comma_names(args.methods), tasks=comma_names(args.tasks), iterations=args.iterations,
                         max_corrections=args.max_corrections, shared_store=args.store == "shared")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.commands._args import add_model_args, comma_names
+from teachbot.commands.llm_args import checked_llm_config
 from teachbot.errors import ConfigError
 
 ROLES = ("interaction", "task_memory_worker")
@@ -38,15 +39,16 @@ def register(kinds: argparse._SubParsersAction) -> None:
 
 def models(args: argparse.Namespace) -> Any:
     """The run's models: the coordinator double, or config/llm.yaml's (refusing a paid endpoint without --allow-paid)."""
-    from teachbot.evaluation.multitask import MultitaskModels
+    from teachbot.evaluation.multitask import MultitaskModels  # deferred: loaded when the command runs
 
     if args.models == "doubles":
-        from teachbot.evaluation.multitask_doubles import CoordinatorDouble
+        from teachbot.evaluation.multitask_doubles import CoordinatorDouble  # deferred: loaded when the command runs
+
+        # deferred: pybullet, loaded when the command runs
         from teachbot.evaluation.multitask_world import multitask_catalog
 
         return MultitaskModels(CoordinatorDouble(multitask_catalog()))
-    from teachbot.commands.eval_droc import checked_llm_config
-    from teachbot.llm.factory import model_from_config
+    from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
     raw, label = checked_llm_config(args, ROLES)
     return MultitaskModels(model_from_config(raw, "interaction"), model_from_config(raw, "task_memory_worker"), label)
@@ -54,6 +56,7 @@ def models(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or resume) the benchmark, then write summary.json and report.md and print the table."""
+    # deferred: loaded when the command runs
     from teachbot.evaluation.multitask import MultitaskConfig, run_multitask, write_summary
 
     methods, modes, tasks = comma_names(args.methods), comma_names(args.modes), comma_names(args.tasks)

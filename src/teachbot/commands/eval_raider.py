@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from teachbot.commands.llm_args import check_endpoint, llm_config
 from teachbot.errors import ConfigError
 
 
@@ -42,10 +43,10 @@ def register(kinds: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the cases with the method; write results.jsonl, summary.json and report.md."""
-    from teachbot.commands.eval import _llm, check_endpoint
+    # deferred: pybullet, loaded when the command runs
     from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, write_outputs
-    from teachbot.evaluation.raider_cases import load_cases
-    from teachbot.raider.config import RaiderConfig
+    from teachbot.evaluation.raider_cases import load_cases  # deferred: pybullet, loaded when the command runs
+    from teachbot.raider.config import RaiderConfig  # deferred: loaded when the command runs
 
     out = Path(args.out)
     if (out / "results.jsonl").exists():
@@ -67,25 +68,25 @@ def run(args: argparse.Namespace) -> int:
     if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config):
         raise ConfigError("--recovery and --judge need a model; give --llm-base-url and --llm-model (or --llm-config)")
     if args.method != "precond" or extras:
-        from teachbot.llm.factory import model_from_config
+        from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
-        raw = _llm(args)
+        raw = llm_config(args)
         check_endpoint(raw, "issue_detection")
         model = model_from_config(raw, "issue_detection")
     recover = None
     if args.recovery:
-        from teachbot.evaluation.raider_recovery import recovery_api
-        from teachbot.raider.recovery import RecoveryPlanner
+        from teachbot.evaluation.raider_recovery import recovery_api  # deferred: pybullet, loaded when the command runs
+        from teachbot.raider.recovery import RecoveryPlanner  # deferred: loaded when the command runs
 
         recover = RecoveryPlanner(model, recovery_api("household"))  # the tabletop cases get the tabletop API
     judge = None
     if args.judge:
-        from teachbot.evaluation.raider_judge import ExplanationJudge
+        from teachbot.evaluation.raider_judge import ExplanationJudge  # deferred: pybullet, loaded when the command runs
 
         judge = ExplanationJudge(model)
     bar = None
     if not args.no_progress and sys.stderr.isatty():
-        from tqdm import tqdm
+        from tqdm import tqdm  # deferred: tqdm, loaded when the command runs
 
         bar = tqdm(total=len(cases), unit="case", desc=args.method)
     scores = run_cases(cases, checker_factory(args.method, model, config), out,

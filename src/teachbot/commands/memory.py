@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from teachbot.commands._args import aligned
 from teachbot.knowledge import KINDS, KnowledgeEntry, KnowledgeError, KnowledgeStore
 from teachbot.memory import LEARNED, SEED, InteractionExample, MemoryConfig, MemoryStore, MemoryStoreError
 
@@ -81,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     migrate.add_argument("--tasks", default="", metavar="DIR", help="the task logs' directory (default: store.tasks_dir)")
     migrate.set_defaults(func=run_migrate)
     register_knowledge(actions)
-    from teachbot.commands import memory_tasks
+    from teachbot.commands import memory_tasks  # deferred: loaded when the command runs
 
     memory_tasks.register(actions)
     # the store is files: no ROS domain needed
@@ -124,7 +125,7 @@ def open_store(args: argparse.Namespace) -> Any:
     config = MemoryConfig.load(args.config or None)
     if args.memory or (config.backend != "postgres" and not args.dsn):
         return MemoryStore(Path(args.memory).expanduser().resolve() if args.memory else config.learned_dir, config.seeds_dir)
-    from teachbot.stores.backend import open_database
+    from teachbot.stores.backend import open_database  # deferred: loaded when the command runs
 
     return open_database(config, args.dsn, listen=False)
 
@@ -151,22 +152,6 @@ def format_table(examples: list[InteractionExample], width: int | None = 120) ->
     """Aligned columns; the instruction column takes the rest of the line and is cut with '...'."""
     rows = [(e.id, e.source, e.profile, e.created[:19].replace("T", " "), e.keys[0] if e.keys else "") for e in examples]
     return aligned(("ID", "SOURCE", "PROFILE", "CREATED", "FIRST INSTRUCTION"), rows, width, "no examples stored")
-
-
-def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], width: int | None, empty: str) -> str:
-    """Columns padded to their widest cell; the last one takes the rest of a ``width`` line, cut with '...'
-    (at least 20 characters; no cut without a width). ``empty`` when there are no rows."""
-    if not rows:
-        return empty
-    fixed = len(header) - 1
-    widths = [max([len(header[i]), *(len(r[i]) for r in rows)]) for i in range(fixed)]
-    room = max(20, width - sum(widths) - 2 * len(widths)) if width else sys.maxsize
-
-    def line(cells: tuple[str, ...]) -> str:
-        text = cells[fixed] if len(cells[fixed]) <= room else cells[fixed][: room - 3] + "..."
-        return "  ".join(c.ljust(w) for c, w in zip(cells[:fixed], widths)) + "  " + text
-
-    return "\n".join([line(header), *(line(r) for r in rows)])
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -219,9 +204,12 @@ def run_import(args: argparse.Namespace) -> int:
 def run_migrate(args: argparse.Namespace) -> int:
     """Copy the learned examples, the knowledge entries and the task logs between the files and the database;
     exit status 1 unless everything is verified."""
-    import tempfile
+    import tempfile  # deferred: loaded when the command runs
 
+    # deferred: loaded when the command runs
     from teachbot.stores.backend import config_embedder, open_database, open_knowledge
+
+    # deferred: psycopg, loaded when the command runs
     from teachbot.stores.migrate import database_to_files, files_to_database, knowledge_to_database, knowledge_to_files, task_logs
 
     config = MemoryConfig.load(args.config or None)
@@ -264,7 +252,7 @@ def open_knowledge(args: argparse.Namespace) -> Any:
     """The knowledge base the config (and --knowledge, --dsn) name: a KnowledgeStore, or the database's PgKnowledgeStore."""
     if args.knowledge:
         return KnowledgeStore(Path(args.knowledge).expanduser().resolve())
-    from teachbot.stores.backend import open_knowledge as open_configured
+    from teachbot.stores.backend import open_knowledge as open_configured  # deferred: loaded when the command runs
 
     return open_configured(MemoryConfig.load(args.config or None), dsn=args.dsn, offline_ok=False)
 

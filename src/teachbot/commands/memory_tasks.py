@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from teachbot.commands._args import aligned
 from teachbot.errors import ConfigError
 from teachbot.memory import MemoryConfig
 
@@ -43,9 +44,9 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 
 def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, imported lazily
-    from teachbot.stores.backend import open_task_logs
-    from teachbot.taskmemory import TaskMemory, TaskMemoryConfig
-    from teachbot.taskmemory.log import TaskLogStore
+    from teachbot.stores.backend import open_task_logs  # deferred: loaded when the command runs
+    from teachbot.taskmemory import TaskMemory, TaskMemoryConfig  # deferred: loaded when the command runs
+    from teachbot.taskmemory.log import TaskLogStore  # deferred: loaded when the command runs
 
     config = MemoryConfig.load(args.config or None)
     on_database = not args.tasks and (config.backend == "postgres" or bool(args.dsn))
@@ -61,7 +62,7 @@ def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, impor
     else:
         store = open_task_logs(config, None, args.dsn)
     if on_database and not store.link.online:
-        from teachbot.memory import MemoryStoreError
+        from teachbot.memory import MemoryStoreError  # deferred: loaded when the command runs
 
         store.close()
         raise MemoryStoreError(f"the task memory's database at {store.where} is unreachable; nothing was read")
@@ -75,7 +76,6 @@ def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, impor
 
 def run_list(args: argparse.Namespace) -> int:
     """Print a table: task, status, progress, what the person asked."""
-    from teachbot.commands.memory import aligned
 
     memory = open_memory(args)
     rows = [(t["task"], t["status"], t["progress"], t["instruction"]) for t in memory.tasks()]

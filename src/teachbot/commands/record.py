@@ -29,10 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run and record until Ctrl-C or SIGTERM; print the bag's path."""
-    from teachbot.llm.factory import load_llm_config, model_from_config
-    from teachbot.nodes.console_stack import ConsoleStack
-    from teachbot.paths import config_path
-    from teachbot.recording.bag import SessionSpec
+    from teachbot.llm.factory import load_llm_config, model_from_config  # deferred: loaded when the command runs
+    from teachbot.nodes.console_stack import ConsoleStack  # deferred: pybullet, rclpy, loaded when the command runs
+    from teachbot.paths import config_path  # deferred: loaded when the command runs
+    from teachbot.recording.bag import SessionSpec  # deferred: loaded when the command runs
+
+    # deferred: loaded when the command runs
     from teachbot.world.scene import TabletopConfig, generate_scene, load_scene_file
 
     table = TabletopConfig.load()

@@ -21,9 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Replay every bag ``--times`` times; the exit status is 1 when any replay diverged or differs (with --check)."""
-    from pathlib import Path
+    from pathlib import Path  # deferred: loaded when the command runs
 
-    from teachbot.nodes.replay_check import replay
+    from teachbot.nodes.replay_check import replay  # deferred: pybullet, rclpy, loaded when the command runs
 
     failed = 0
     transcripts: dict[str, set[tuple[str, ...]]] = {}

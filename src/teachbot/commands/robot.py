@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the real-arm stack until Ctrl-C or SIGTERM."""
-    from teachbot.robot_profile import RobotProfile
+    from teachbot.robot_profile import RobotProfile  # deferred: loaded when the command runs
 
     profile = RobotProfile.load(args.robot_profile)  # a bad profile fails here, before any node starts
     if not args.dry_run:

@@ -61,7 +61,7 @@ class Progress:
 
 def serve(mode: str, args: argparse.Namespace) -> int:
     """Build ``mode``'s node set from the command line, print one status line when it is up, run until stopped."""
-    from teachbot.nodes.nodeset import describe, node_set
+    from teachbot.nodes.nodeset import describe, node_set  # deferred: loaded when the command runs
 
     specs = node_set(mode, node_set_values(args, mode))
     if args.dry_run:
@@ -69,8 +69,8 @@ def serve(mode: str, args: argparse.Namespace) -> int:
         return 0
     if getattr(args, "processes", False):
         return _supervise(mode, specs)
-    import rclpy
-    from rclpy.signals import SignalHandlerOptions
+    import rclpy  # deferred: rclpy, loaded when the command runs
+    from rclpy.signals import SignalHandlerOptions  # deferred: rclpy, loaded when the command runs
 
     # rclpy's own handlers would shut the context down under the running nodes; here Ctrl-C and
     # SIGTERM (a service manager, `timeout`) end the wait below and the nodes stop in order
@@ -86,8 +86,8 @@ def serve(mode: str, args: argparse.Namespace) -> int:
 
 def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
     """Start the stack, print its status, wait for ``stop``, stop the stack."""
-    from teachbot.nodes.common import DuplicateNodeError
-    from teachbot.nodes.stack import InProcessStack
+    from teachbot.nodes.common import DuplicateNodeError  # deferred: rclpy, loaded when the command runs
+    from teachbot.nodes.stack import InProcessStack  # deferred: pybullet, rclpy, loaded when the command runs
 
     stack = InProcessStack.from_node_set(specs)
     progress = Progress(len(specs) + 1)
@@ -111,7 +111,7 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
     if "web" in names:
         web = stack.node("web")
         print(f"  web page: {web.url}" + ("?token=<the token>" if web.settings.token else ""), flush=True)
-    from teachbot.robot_profile import RobotProfile
+    from teachbot.robot_profile import RobotProfile  # deferred: loaded when the command runs
 
     household = any(spec.name == "skills" and RobotProfile.load(str(spec.parameters["robot_profile"])).world == "household"
                     for spec in specs)
@@ -123,8 +123,8 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
 
 def _supervise(mode: str, specs: list[NodeSpec]) -> int:
     """Each node in its own process (teachbot.nodes.supervisor), restarted when it dies, until Ctrl-C or SIGTERM."""
-    from teachbot.nodes.supervisor import Supervisor
-    from teachbot.ros_env import configure_loopback
+    from teachbot.nodes.supervisor import Supervisor  # deferred: loaded when the command runs
+    from teachbot.ros_env import configure_loopback  # deferred: loaded when the command runs
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

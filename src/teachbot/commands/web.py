@@ -34,12 +34,12 @@ def run(args: argparse.Namespace) -> int:
     """Join the robot's domain and serve the page until Ctrl-C or SIGTERM."""
     if not join_robot_domain(args):
         return 2
-    import rclpy
-    from rclpy.executors import MultiThreadedExecutor
-    from rclpy.signals import SignalHandlerOptions
+    import rclpy  # deferred: rclpy, loaded when the command runs
+    from rclpy.executors import MultiThreadedExecutor  # deferred: rclpy, loaded when the command runs
+    from rclpy.signals import SignalHandlerOptions  # deferred: rclpy, loaded when the command runs
 
-    from teachbot.nodes.web_node import WebNode
-    from teachbot.ros_env import configure_loopback
+    from teachbot.nodes.web_node import WebNode  # deferred: rclpy, uvicorn, loaded when the command runs
+    from teachbot.ros_env import configure_loopback  # deferred: loaded when the command runs
 
     configure_loopback()
     stop = threading.Event()

@@ -13,20 +13,9 @@ from typing import Any
 from teachbot.console.tabletop_api import ARGUMENT_ERRORS, SkillCaller
 from teachbot.errors import ErrorCode
 from teachbot.language.dialog import DialogChannel
+from teachbot.skills.household_signatures import HOUSEHOLD_TARGETS
 from teachbot.skills.parameters import call_fields
 from teachbot.world.household_layout import HouseholdLayout
-
-SKILL_FUNCTIONS = {  # console name -> (skill, its argument's field)
-    "move_to": ("move_to", "location"),
-    "grasp": ("grasp", "object_name"),
-    "place_object": ("place_object", "location"),
-    "point_at": ("point_at", "object_name"),
-    "open": ("open", "thing"),
-    "close": ("close", "thing"),
-    "toggle": ("toggle", "thing"),
-    "slice": ("slice", "object_name"),
-    "wipe": ("wipe", "surface"),
-}
 
 
 class HouseholdRobot:
@@ -59,8 +48,8 @@ class HouseholdRobot:
             "get_object_state": self.get_object_state,
             "handover_object_to_human": self.handover_object_to_human,
         }
-        for name, (skill, field) in SKILL_FUNCTIONS.items():
-            out[name] = self._skill_function(name, skill, field)
+        for name, field in HOUSEHOLD_TARGETS.items():
+            out[name] = self._skill_function(name, name, field)
         return out
 
     def list_objects(self, location: str = "") -> list[str]:

@@ -31,8 +31,7 @@ from teachbot.language.prompts import load_prompt
 from teachbot.language.reply import Reply, code_block, first_statement_complete, read_reply
 from teachbot.language.transcript import Entry, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Completion, Model
-from teachbot.sandbox._sandbox_worker import EXCEPTION_NAMES, SAFE_BUILTINS
-from teachbot.sandbox.executor import RunResult, SandboxExecutor
+from teachbot.sandbox.executor import CONSOLE_BUILTINS, RunResult, SandboxExecutor
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
 NOBODY = "TimeoutError"  # error type of a wait_for_trigger()/ask() that nobody answered
@@ -217,7 +216,7 @@ class ConsoleSession:
 
     # ------------------------------------------------------------------ function generation
     def _known(self) -> set[str]:
-        return set(self.executor.names()) | set(self.prompts.api.names) | set(SAFE_BUILTINS) | set(EXCEPTION_NAMES)
+        return set(self.executor.names()) | set(self.prompts.api.names) | CONSOLE_BUILTINS
 
     def _generate_missing(self, source: str, depth: int = 0) -> list[str]:
         """Write definitions for functions ``source`` calls that nobody defined, depth-first."""

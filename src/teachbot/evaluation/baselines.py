@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from teachbot.console.tabletop_api import TabletopRobot
+from teachbot.errors import TeachbotError
 from teachbot.evaluation.harness import AgentModels, EvalDialog, Method, PreparedRun, run_record, usage_meter
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, TemplatePerson
@@ -38,6 +39,8 @@ from teachbot.language.reply import read_reply
 from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
 
@@ -146,8 +149,6 @@ class BaselineAgent:
         self.usage = usage_meter(models)
         self.memory = None
         if method.kind != "cap":
-            from teachbot.memory.config import MemoryConfig
-            from teachbot.memory.episodic import EpisodicMemory
 
             settings = dataclasses.replace(memory_config or MemoryConfig.load(), learned_dir=Path(store).resolve())
             self.memory = EpisodicMemory.open(settings, embedder=embedder)
@@ -235,7 +236,6 @@ class BaselineAgent:
 
     def _write(self, prompt: str) -> str | None:
         """The program writer's reply, or None when the model failed (recorded in the run's transcript)."""
-        from teachbot.errors import TeachbotError
 
         try:
             return self.models.interaction.generate(prompt, stop=()).text

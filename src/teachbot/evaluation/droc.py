@@ -47,15 +47,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.session import SessionConfig
+from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
+from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
+from teachbot.evaluation.harness import LocalLearner
+from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
+from teachbot.knowledge import (
+    ColourDepthDescriptor,
+    CorrectionConfig,
+    CorrectionHandler,
+    ExtractionConfig,
+    KnowledgeConfig,
+    KnowledgeExtractor,
+    KnowledgeRetriever,
+    KnowledgeStore,
+)
 from teachbot.knowledge.retriever import render
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
-from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
+from teachbot.learning.improver import Improver
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.memory import SentenceTransformerEmbedder
+from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD, SkillParameters
 
 if TYPE_CHECKING:  # the worlds (PyBullet) load only when a run starts
     from teachbot.evaluation.droc_worlds import DrocWorlds
@@ -97,7 +115,6 @@ class DrocModels:
 
 
 def double_models() -> DrocModels:
-    from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
 
     return DrocModels(InteractionDouble(), InteractionDouble(cap=True), CorrectionDouble(), ExtractionDouble(), "doubles")
 
@@ -108,7 +125,7 @@ class Recorder:
     put the scene back before a retry (``reset``) and judge with the parameters the robot used."""
 
     def __init__(self, worlds: DrocWorlds, task: DrocTask, variant: Variant) -> None:
-        from teachbot.simrobot.direct import DirectSkills
+        from teachbot.simrobot.direct import DirectSkills  # deferred: pybullet
 
         self.worlds, self.task, self.variant = worlds, task, variant
         self.inner = DirectSkills(worlds.skills(task.world))
@@ -216,7 +233,6 @@ class MethodAgent:
     """One method's robot: its knowledge store and retriever, and an episode runner."""
 
     def __init__(self, method: DrocMethod, models: DrocModels, store_dir: Path, text_embedder: Any, descriptor: Any) -> None:
-        from teachbot.knowledge import KnowledgeConfig, KnowledgeRetriever, KnowledgeStore
 
         self.method, self.models, self.descriptor = method, models, descriptor
         self.store = KnowledgeStore(store_dir) if method.knowledge else None
@@ -231,12 +247,6 @@ class MethodAgent:
 
     def episode(self, worlds: DrocWorlds, task: DrocTask, variant: Variant, max_corrections: int) -> dict[str, Any]:
         """Run one episode of ``variant``; its results line (without the method/iteration keys)."""
-        from teachbot.evaluation.harness import LocalLearner
-        from teachbot.interaction import CoreConfig, InteractionCore
-        from teachbot.knowledge import CorrectionConfig, CorrectionHandler, ExtractionConfig, KnowledgeExtractor
-        from teachbot.learning.improver import Improver
-        from teachbot.llm.scripted import ScriptedModel
-        from teachbot.skills.parameters import SkillParameters
 
         started = time.monotonic()
         if not self.method.prior:
@@ -318,10 +328,8 @@ def object_images(worlds: DrocWorlds, task: DrocTask, variant: Variant, descript
 
 def robot_functions(task: DrocTask, world: Any, recorder: Recorder, person: DrocPerson) -> dict[str, Callable[..., Any]]:
     if task.world == "household":
-        from teachbot.console.household_api import HouseholdRobot
 
         return HouseholdRobot(recorder, world.object_names, world.thing_states, person, world.layout).functions()
-    from teachbot.console.tabletop_api import TabletopRobot
 
     return TabletopRobot(recorder, lambda: {o.name: o.position for o in world.objects()}, person).functions()
 
@@ -381,7 +389,6 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
              text_embedder: Any = None, progress: Callable[[dict[str, Any]], None] | None = None,
              show_progress: bool = False) -> Path:
     """Run (or resume) the evaluation into ``out``; returns results.jsonl. ``tasks``: instead of config/benchmarks/droc."""
-    from teachbot.knowledge import ColourDepthDescriptor, KnowledgeConfig
 
     tasks = list(tasks) if tasks is not None else load_tasks()
     config.validate([t.id for t in tasks])
@@ -390,13 +397,12 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
     plan = [(m, t, i, v) for m in config.methods for t in chosen for i in range(1, config.iterations + 1) for v in t.iteration(i)
             if (m, t.id, i, v.name) not in done]
     if text_embedder is None:
-        from teachbot.memory import SentenceTransformerEmbedder
 
         text_embedder = SentenceTransformerEmbedder()
     descriptor = ColourDepthDescriptor(KnowledgeConfig.load().descriptor)
-    from tqdm import tqdm
+    from tqdm import tqdm  # deferred: tqdm
 
-    from teachbot.evaluation.droc_worlds import DrocWorlds
+    from teachbot.evaluation.droc_worlds import DrocWorlds  # deferred: pybullet
 
     bar = tqdm(total=len(plan), unit="episode", disable=not show_progress, dynamic_ncols=True)
     agents: dict[str, MethodAgent] = {}

@@ -35,7 +35,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from teachbot.console.household_api import SKILL_FUNCTIONS
 from teachbot.evaluation.doubles import _said, current_transcript, literal_call
 from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, Variant
 from teachbot.knowledge.correction import rewrite_call, skill_calls
@@ -45,6 +44,7 @@ from teachbot.language.transcript import NOTE_PREFIX, Transcript
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.robot_profile import RobotProfile
+from teachbot.skills.household_signatures import HOUSEHOLD_TARGETS
 from teachbot.skills.parameters import SkillParameters
 
 WAIT = "wait_for_trigger()"
@@ -63,8 +63,8 @@ def render_call(call: Call, keywords: Mapping[str, Any] | None = None) -> str:
     fields = dict(call.fields)
     if call.skill == "put_first_on_second":
         args = [fields.pop("object_name"), fields.pop("target_name")]
-    elif call.skill in SKILL_FUNCTIONS:
-        args = [fields.pop(SKILL_FUNCTIONS[call.skill][1])]
+    elif call.skill in HOUSEHOLD_TARGETS:
+        args = [fields.pop(HOUSEHOLD_TARGETS[call.skill])]
     else:
         args = []
     text = ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in (keywords or {}).items())])
@@ -200,7 +200,7 @@ class InteractionDouble(ScriptedModel):
         """CaP: the last parameterised call again, one fixed step further the way the words say ('' when they say none)."""
         assert self.task is not None
         parameters = _bound(self.task.world)
-        names = [n for n in SKILL_FUNCTIONS if parameters.declared(n)] + ["put_first_on_second"]
+        names = [n for n in HOUSEHOLD_TARGETS if parameters.declared(n)] + ["put_first_on_second"]
         calls = [c for _, c in skill_calls(transcript, names, parameters)]
         if not calls:
             return ""

@@ -34,7 +34,7 @@ from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, Worl
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.household_layout import HouseholdLayout, surface_offset
-from teachbot.world.household_objects import Catalog, _parse_type
+from teachbot.world.household_objects import Catalog, parse_type
 from teachbot.world.household_scene import household_scene_from_yaml
 from teachbot.world.scene import TabletopConfig, scene_from_yaml
 
@@ -54,7 +54,7 @@ def droc_catalog(path: str | Path | None = None, base: Catalog | None = None) ->
     for name, spec in require(raw, "types", source, dict).items():
         if str(name) in types:
             raise ConfigError(f"{source}: type {name!r} is already in {base.source}; give the new type another name")
-        types[str(name)] = _parse_type(str(name), spec, source, base.liquids)
+        types[str(name)] = parse_type(str(name), spec, source, base.liquids)
     return replace(base, types=types)
 
 

@@ -30,6 +30,9 @@ from teachbot.language.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.episodic import EpisodicMemory
+from teachbot.memory.example import InteractionExample
 
 LEARNING_MODES = ("improve", "store_raw", "off")
 
@@ -145,7 +148,6 @@ class LocalLearner:
         self.distilled: list[Any] = []  # every entry stored, oldest first
 
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
-        from teachbot.memory.example import InteractionExample
 
         deadline = time.monotonic() + max(0.0, request.deadline - time.time())
         lesson = self.improver.learn(request.transcript, scene_objects=request.scene_objects, deadline=deadline)
@@ -215,8 +217,6 @@ class ConsoleAgent:
     def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
                  *, person: PersonConfig, seed: int, run_timeout: float = 300.0, session: SessionConfig | None = None,
                  memory_config: Any = None, embedder: Any = None) -> None:
-        from teachbot.memory.config import MemoryConfig
-        from teachbot.memory.episodic import EpisodicMemory
 
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")

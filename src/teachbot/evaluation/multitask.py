@@ -39,9 +39,12 @@ from typing import Any
 
 from teachbot.config import load_yaml, require
 from teachbot.errors import ConfigError
+from teachbot.evaluation.multitask_agent import Agent
+from teachbot.evaluation.report import _cell as cell
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.paths import config_path
 from teachbot.taskmemory import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
+from teachbot.taskmemory.environment import color_of
 
 MODES = ("standalone", "consecutive", "intervened")
 METHODS = ("memory", "memory-worker", "no-memory")
@@ -124,7 +127,7 @@ class SkillRecorder:
     pointed at (the world's ground truth), and refusing the next action once the person interrupts."""
 
     def __init__(self, world: Any, interrupt_after: int | None = None) -> None:
-        from teachbot.simrobot.direct import DirectSkills
+        from teachbot.simrobot.direct import DirectSkills  # deferred: pybullet
 
         self.world = world
         self.inner = DirectSkills(world.skills())
@@ -209,7 +212,6 @@ class Judge:
     relevant: dict[str, list[str]] = field(default_factory=dict)
 
     def environment(self) -> dict[str, ObjectInfo]:
-        from teachbot.taskmemory.environment import color_of
 
         world = self.world.world
         catalog = world.catalog
@@ -280,7 +282,6 @@ class MultitaskModels:
 def run_case(world: Any, method: str, mode: str, first: str, second: str, config: MultitaskConfig,
              models: MultitaskModels, store: Path, memory_config: TaskMemoryConfig | None = None) -> dict[str, Any]:
     """One case; its results line."""
-    from teachbot.evaluation.multitask_agent import Agent
 
     started = time.monotonic()
     memory_config = memory_config or TaskMemoryConfig.load()
@@ -334,7 +335,7 @@ def run_multitask(out: Path, models: MultitaskModels, *, methods: Sequence[str] 
                   modes: Sequence[str] = MODES, tasks: Sequence[str] = (), config: MultitaskConfig | None = None,
                   progress: Callable[[str], None] = lambda _line: None) -> Path:
     """Run (or resume) every case of ``methods`` x ``modes``; returns results.jsonl."""
-    from teachbot.evaluation.multitask_world import MultitaskWorld
+    from teachbot.evaluation.multitask_world import MultitaskWorld  # deferred: pybullet
 
     unknown = [m for m in methods if m not in METHODS] + [m for m in modes if m not in MODES]
     if unknown:
@@ -379,7 +380,6 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
-    from teachbot.evaluation.report import _cell as cell
 
     lines = ["| method | mode | cases | success | task retention | environment retention | actions / required |",
              "|---|---|---|---|---|---|---|"]
@@ -408,10 +408,10 @@ def write_summary(out: Path) -> tuple[Path, str]:
 
 def plot_summary(summary: Mapping[str, Any], path: Path) -> Path:
     """Bars of success, task retention and environment retention per mode, one group of bars per method."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib
 
     metrics = (("success", "success rate"), ("task_retention", "task retention"), ("environment_retention", "environment retention"))
     modes = [m for m in MODES if any(m in by_mode for by_mode in summary.values())]

@@ -7,6 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from teachbot.console.household_api import HouseholdRobot
+from teachbot.console.session import SessionConfig
+from teachbot.interaction import CoreConfig, InteractionCore
+from teachbot.interaction.core import ENDED
+from teachbot.language.prompts import load_prompt
 from teachbot.language.registry import RobotApi
 from teachbot.taskmemory import MEMORY_FUNCTIONS, ConsoleTaskMemory, ObjectInfo, TaskMemory, TaskMemoryConfig, WorkerLLM
 
@@ -31,7 +36,6 @@ class Agent:
         return api
 
     def functions(self) -> dict[str, Callable[..., Any]]:
-        from teachbot.console.household_api import HouseholdRobot
 
         world = self.world.world
         robot = HouseholdRobot(self.recorder, self.world.object_names, world.thing_states, self.person, world.layout,
@@ -41,7 +45,6 @@ class Agent:
             return functions
         worker = None
         if self.method == "memory-worker":
-            from teachbot.language.prompts import load_prompt
 
             worker = WorkerLLM(self.models.worker, load_prompt("task_memory_worker.txt"), self.memory_config)
         memory = TaskMemory(self.store / "tasks", self.memory_config, "household", self.environment, worker)
@@ -49,9 +52,6 @@ class Agent:
 
     def conversation(self, transcripts: list[str]) -> list[str]:
         """Run one conversation to its end; the reasons the console stopped by itself, if it did."""
-        from teachbot.console.session import SessionConfig
-        from teachbot.interaction import CoreConfig, InteractionCore
-        from teachbot.interaction.core import ENDED
 
         api = self.api()
         config = CoreConfig(session=SessionConfig(max_rounds=self.max_rounds), examples_k=0)

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.console.household_api import SKILL_FUNCTIONS, HouseholdRobot
+from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ErrorCode, TeachbotError
@@ -54,6 +54,7 @@ from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
 from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
 from teachbot.skills.household import HouseholdSkills
+from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS
 from teachbot.skills.interfaces import CancelToken
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.scene import TabletopConfig
@@ -67,7 +68,7 @@ TABLETOP_ACTIONS = (
     ApiFunction("place", "(obj_name: str, target: str | list[float]) -> str",
                 "Put down the held obj_name on the named object or position [x, y]; returns 'success'."),
 )
-PHYSICAL = {"household": (*SKILL_FUNCTIONS, "handover_object_to_human"), "tabletop": ("put_first_on_second", "pick", "place")}
+PHYSICAL = {"household": tuple(HOUSEHOLD_SKILLS), "tabletop": ("put_first_on_second", "pick", "place")}
 WORK_SURFACES = ("table", "counter", "workbench")
 YES_NO = re.compile(r"^\W*(should|shall|can|could|may|do|does|would|will|is|are|want)\b")
 

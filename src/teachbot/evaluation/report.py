@@ -52,10 +52,10 @@ def _runs_table(summary_by_template: dict[str, dict[str, Any]]) -> list[str]:
 
 def plot_curves(records: Sequence[RunRecord], out: Path) -> list[Path]:
     """One PNG per split: i (%) and n over the run index, a line per method."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib
 
     curves = learning_curve(records)
     written = []

@@ -144,7 +144,7 @@ def append_result(out: Path, record: RunRecord) -> None:
 @contextlib.contextmanager
 def progress(total: int, done: int, enabled: bool) -> Iterator[Callable[[RunRecord], None]]:
     """A tqdm bar of runs with ETA, tokens and money so far; yields the per-run update."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # deferred: tqdm
 
     tokens, money = [0], [0.0]
     bar = tqdm(total=total, initial=done, unit="run", disable=not enabled, dynamic_ncols=True)

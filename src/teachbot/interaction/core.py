@@ -18,6 +18,7 @@ from typing import Any
 from teachbot.console.approval import ApprovalGate
 from teachbot.console.prompt import PromptBuilder
 from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
+from teachbot.errors import ConfigError
 from teachbot.interaction.confirm import LessonConfirmation
 from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
 from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
@@ -146,7 +147,7 @@ class InteractionCore:
     def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
         base_url = str(getattr(model, "base_url", ""))
         if base_url:
-            from teachbot.llm.openai_model import is_local_url
+            from teachbot.llm.openai_model import is_local_url  # deferred: openai
 
             local = is_local_url(base_url)  # a server on this machine or network costs nothing
         else:
@@ -306,7 +307,6 @@ class InteractionCore:
 def _flag(value: Any, key: str) -> bool:
     """A YAML boolean of the config (a quoted "true" is refused, as a typo would be)."""
     if not isinstance(value, bool):
-        from teachbot.errors import ConfigError
 
         raise ConfigError(f"config/interaction.yaml {key}: expected true or false, got {value!r}")
     return value

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.errors import TeachbotError
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.episodic import EpisodicMemory
 
 
 class MemoryUnavailable(TeachbotError):
@@ -43,7 +45,6 @@ class LocalExamples:
         return str(self._settings().learned_dir)
 
     def _settings(self) -> Any:
-        from teachbot.memory.config import MemoryConfig
 
         settings = MemoryConfig.load(self.config)
         if self.learned_dir:  # a store elsewhere keeps its knowledge next to it, as the memory node does
@@ -54,7 +55,6 @@ class LocalExamples:
     def _open(self) -> Any:
         with self._lock:
             if self._memory is None:
-                from teachbot.memory.episodic import EpisodicMemory
 
                 self._memory = EpisodicMemory.open(self._settings())
             return self._memory

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from teachbot.interaction.examples import MemoryUnavailable
 from teachbot.knowledge.correction import HELD_BY
 from teachbot.knowledge.entry import KnowledgeEntry
+from teachbot.knowledge.retriever import render
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,6 @@ class LocalKnowledge:
         self.retriever, self.image_of = retriever, image_of
 
     def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
-        from teachbot.knowledge.retriever import render
 
         image = None
         if object_name and self.image_of is not None:

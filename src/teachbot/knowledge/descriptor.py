@@ -236,8 +236,8 @@ class TransformersImageEmbedder:
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from transformers import AutoConfig, AutoImageProcessor, AutoModel, CLIPVisionModelWithProjection
-                from transformers.utils import logging as hf_logging
+                from transformers import AutoConfig, AutoImageProcessor, AutoModel, CLIPVisionModelWithProjection  # deferred: transformers
+                from transformers.utils import logging as hf_logging  # deferred: transformers
 
                 config = AutoConfig.from_pretrained(self.model_path, local_files_only=True)
                 verbosity = hf_logging.get_verbosity()
@@ -269,7 +269,7 @@ class TransformersImageEmbedder:
 
     def embed(self, rgb: np.ndarray, depth: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
         """The L2-normalised embedding of the crop (``depth`` is not used)."""
-        import torch
+        import torch  # deferred: torch
 
         rgb = np.asarray(rgb)
         if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8 or rgb.size == 0:

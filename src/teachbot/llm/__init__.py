@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from teachbot.llm.base import DEFAULT_STOP, Completion, CompletionListener, LLMError, Model, estimate_tokens, prompt_digest, trim_at_stop
 from teachbot.llm.factory import BACKENDS, ROLES, load_llm_config, model_from_config, role_settings
 from teachbot.llm.scripted import ScriptedModel
+from teachbot.llm.transformers_model import TransformersModel
 
 if TYPE_CHECKING:
     from teachbot.llm.openai_model import OpenAIModel
@@ -39,11 +40,10 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Lazy access to the backends that pull in ``openai`` or ``transformers``/``torch``."""
     if name == "OpenAIModel":
-        from teachbot.llm.openai_model import OpenAIModel
+        from teachbot.llm.openai_model import OpenAIModel  # deferred: openai
 
         return OpenAIModel
     if name == "TransformersModel":
-        from teachbot.llm.transformers_model import TransformersModel
 
         return TransformersModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

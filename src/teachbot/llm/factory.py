@@ -13,6 +13,8 @@ from typing import Any
 from teachbot.config import load_yaml
 from teachbot.errors import ConfigError
 from teachbot.llm.base import CompletionListener, Model
+from teachbot.llm.scripted import ScriptedModel
+from teachbot.llm.transformers_model import TransformersModel
 from teachbot.paths import config_path
 
 BACKENDS = ("openai", "transformers", "scripted")
@@ -120,18 +122,16 @@ def model_from_config(
     if "stop" in kwargs:
         kwargs["stop"] = tuple(str(s) for s in kwargs["stop"])
     if backend == "openai":
-        from teachbot.llm.openai_model import OpenAIModel
+        from teachbot.llm.openai_model import OpenAIModel  # deferred: openai
 
         if not kwargs.get("model"):
             raise ConfigError(f"{source}: set 'model' for LLM role '{role}' (the name the endpoint serves)")
         return OpenAIModel(name=f"{role}:{kwargs['model']}", on_completion=on_completion, **kwargs)
     if backend == "transformers":
-        from teachbot.llm.transformers_model import TransformersModel
 
         key = f"{source}: {_key_path(raw, role, 'model_path', source)}"
         path = kwargs.pop("model_path", "")
         return TransformersModel(path, config_key=key, name=f"{role}:{Path(path).name}", on_completion=on_completion, **kwargs)
-    from teachbot.llm.scripted import ScriptedModel
 
     replay = kwargs.pop("replay", "")
     completions = [str(c) for c in kwargs.pop("completions", [])]

@@ -20,8 +20,8 @@ from teachbot.llm.base import DEFAULT_STOP, Completion, CompletionListener, LLME
 @lru_cache(maxsize=2)
 def _load(path: str, device: str, dtype: str) -> tuple[Any, Any]:
     """Tokenizer and model from ``path``, shared by the roles that name the same weights."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # deferred: torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # deferred: transformers
 
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -32,8 +32,8 @@ def _load(path: str, device: str, dtype: str) -> tuple[Any, Any]:
 
 def _stop_criteria(tokenizer: Any, stops: Sequence[str], prompt_len: int) -> Any:
     """StoppingCriteriaList that ends generation once the decoded continuation contains a stop string."""
-    import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
+    import torch  # deferred: torch
+    from transformers import StoppingCriteria, StoppingCriteriaList  # deferred: transformers
 
     class StopOnStrings(StoppingCriteria):
         def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
@@ -90,7 +90,7 @@ class TransformersModel(RecordingModel):
         timeout: float | None = None,
     ) -> Completion:
         """Complete ``prompt`` locally; ``None`` arguments take the configured values."""
-        import torch
+        import torch  # deferred: torch
 
         stops, temp, limit = self._sampling(stop, temperature, max_tokens)
         start = time.monotonic()

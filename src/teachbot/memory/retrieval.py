@@ -81,7 +81,7 @@ def _half_mv_ok() -> bool:
     if not _half_checked:
         ok = False
         try:
-            import torch
+            import torch  # deferred: torch
 
             rng = np.random.default_rng(12345)
             dim = 384
@@ -282,7 +282,7 @@ class Retriever:
         delta = _half_error_bound(norm, self._max_norm, query.shape[0])
         if not np.isfinite(norm) or norm * self._max_norm > HALF_SAFE_SCORE:
             return None
-        import torch
+        import torch  # deferred: torch
 
         # One thread: the scan is memory-bound, and on a busy machine a second OpenMP thread waiting for a
         # core made it slower (16-25 ms instead of 12-15 ms at 200 000 rows on 2 shared cores).
@@ -312,7 +312,7 @@ class Retriever:
         compactions); None when torch is missing or its half-precision mat-vec fails the self-check."""
         if not _half_mv_ok():
             return None
-        import torch
+        import torch  # deferred: torch
 
         if self._half is None or self._half.shape[0] < self._n_rows:
             grown = torch.empty((len(self._rows), self._rows.shape[1]), dtype=torch.float16)

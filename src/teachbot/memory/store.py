@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from teachbot.language.transcript import Transcript
+from teachbot.memory import example as example_module
 from teachbot.memory.example import (
     LEARNED,
     SEED,
@@ -457,7 +458,6 @@ _fingerprint: list[str | None] = []
 def _code_fingerprint() -> str | None:
     """sha256 of the source of this module and the example module, and the Python version (None if unreadable)."""
     if not _fingerprint:
-        from teachbot.memory import example as example_module
 
         digest = hashlib.sha256(f"{sys.version_info[:3]} {_FIELDS}".encode())
         try:

@@ -19,6 +19,7 @@ from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
 
 from teachbot.nodes.common import COMMAND_QOS
 from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS
+from teachbot.robot_profile import RobotProfile
 
 DIM, BOLD, RESET = "\033[2m", "\033[1m", "\033[0m"
 COMMANDS = {  # typed alone on a line; anything else goes to the robot as words
@@ -61,7 +62,6 @@ def line_handler(node: Node, topic: str, show: Callable[[str], None]) -> Callabl
 
 def run_chat(args: argparse.Namespace) -> int:
     """Chat until Ctrl-D: typed lines through :func:`handle_line`, the robot's words printed."""
-    from teachbot.robot_profile import RobotProfile
 
     topic = RobotProfile.load(getattr(args, "robot", "panda_sim")).topics["emergency_stop"]
     rclpy.init()

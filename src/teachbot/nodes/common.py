@@ -21,7 +21,10 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.task import Future
+from teachbot_interfaces.msg import LlmCompletion
 
+from teachbot.errors import TeachbotError
+from teachbot.llm.pricing import PriceTable
 from teachbot.ros_env import configure_loopback
 
 SENSOR_QOS = qos_profile_sensor_data  # camera images: best effort, latest only
@@ -94,9 +97,7 @@ def completion_publisher(node: Node, publisher: Any, role: str, prices: Any = No
     """A model listener that publishes each LLM call of ``role`` on ``publisher`` (an LlmCompletion
     publisher, TRANSCRIPT_QOS) with its prompt digest: what a recorded session is replayed from.
     ``prices`` (a teachbot.llm.pricing.PriceTable, default config/prices.yaml) gives each call's cost."""
-    from teachbot_interfaces.msg import LlmCompletion
 
-    from teachbot.llm.pricing import PriceTable
 
     table = prices if prices is not None else PriceTable.load()
 
@@ -258,7 +259,6 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception as exc:  # noqa: BLE001 - a node that cannot start says why in one line
-        from teachbot.errors import TeachbotError
 
         if not isinstance(exc, (TeachbotError, DuplicateNodeError)):
             raise

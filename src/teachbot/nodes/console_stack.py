@@ -20,9 +20,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import rclpy
+from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
+
 from teachbot.llm.base import Model
+from teachbot.memory.config import MemoryConfig
+from teachbot.memory.episodic import EpisodicMemory
+from teachbot.nodes.common import COMMAND_QOS
+from teachbot.nodes.improvement_node import ImprovementNode
+from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, InteractionManagerNode
+from teachbot.nodes.memory_node import MemoryNode
+from teachbot.nodes.nodeset import node_set
 from teachbot.nodes.session_recording import Recording, start_recording
+from teachbot.nodes.stack import InProcessStack
 from teachbot.recording.bag import SESSION_END, SessionSpec
+from teachbot.robot_profile import RobotProfile
 
 _WAITS = re.compile(r"\b(wait_for_trigger|ask)\s*\(")
 
@@ -58,10 +70,7 @@ class ScriptedPerson:
 
     def __init__(self, node: Any, utterances: Sequence[str], leave: Callable[[], None],
                  on_line: Callable[[str], None] | None = None, prepare: Callable[[], None] | None = None) -> None:
-        from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
 
-        from teachbot.nodes.common import COMMAND_QOS
-        from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS
 
         self.node = node
         self.utterances = list(utterances)
@@ -156,9 +165,6 @@ class ConsoleStack:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Any:
         """sim + skills up, in the recorded scene; returns the skill client."""
-        from teachbot.nodes.nodeset import node_set
-        from teachbot.nodes.stack import InProcessStack
-        from teachbot.robot_profile import RobotProfile
 
         overrides: dict[str, Any] = {"real_time_factor": self.real_time_factor, "camera_enabled": self.camera}
         if self.camera:
@@ -184,8 +190,6 @@ class ConsoleStack:
     def _open_memory(self) -> Any:
         """The seed examples and a fresh learned store, with the embedding model loaded: before the
         simulator starts, whose physics thread at real_time_factor 0 would slow these imports tenfold."""
-        from teachbot.memory.config import MemoryConfig
-        from teachbot.memory.episodic import EpisodicMemory
 
         # the configured seeds, model and retrieval; a fresh learned store and a shared vector cache
         config = dataclasses.replace(MemoryConfig.load(), learned_dir=self.workdir / "learned", cache_dir=self.cache_dir)
@@ -200,9 +204,6 @@ class ConsoleStack:
 
     def start_console(self) -> Any:
         """Memory and improvement nodes (when the spec has them), then the interaction manager."""
-        from teachbot.nodes.improvement_node import ImprovementNode
-        from teachbot.nodes.interaction_manager_node import InteractionManagerNode
-        from teachbot.nodes.memory_node import MemoryNode
 
         if self.spec.memory:
             self.memory = self.memory or self._open_memory()
@@ -220,7 +221,6 @@ class ConsoleStack:
 
     def converse(self, utterances: Sequence[str], on_line: Callable[[str], None] | None = None) -> ScriptedPerson:
         """A scripted person joins (before the console starts, so the first prompt is answered the same way)."""
-        import rclpy
 
         node = rclpy.create_node("person")
         self.stack.add_node(node)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import CameraInfo, Image, RegionOfInterest
 from teachbot_interfaces.msg import DetectedObject, SkillResult
 from teachbot_interfaces.msg import ObjectState as ObjectStateMsg
 
@@ -108,14 +109,12 @@ def stamp_seconds(stamp) -> float:  # noqa: ANN001 - builtin_interfaces/Time
 
 
 def stamp_msg(seconds: float):  # noqa: ANN201 - builtin_interfaces/Time
-    from builtin_interfaces.msg import Time
 
     return Time(sec=int(seconds), nanosec=int(round((seconds % 1) * 1e9)) % 1_000_000_000)
 
 
 def tracked_object_msg(obj, object_id: int | None = None) -> DetectedObject:  # noqa: ANN001 - TrackedObject or Observation
     """A scene-model object (or a one-off observation) as DetectedObject."""
-    from sensor_msgs.msg import RegionOfInterest
 
     half = obj.yaw / 2
     x0, y0, x1, y1 = obj.box

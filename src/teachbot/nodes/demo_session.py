@@ -22,7 +22,12 @@ import numpy as np
 from PIL import Image as PILImage
 from sensor_msgs.msg import Image
 
+from teachbot.llm.factory import load_llm_config, model_from_config
 from teachbot.nodes.common import SENSOR_QOS
+from teachbot.nodes.nodeset import apply_llm_arguments
+from teachbot.paths import config_path
+from teachbot.recording.bag import RecordedSession, SessionSpec
+from teachbot.world.scene import TabletopConfig, load_scene_file
 
 SHIPPED_SESSION = Path(__file__).resolve().parents[2] / "test" / "bags" / "learning_episode"
 GIF_WIDTH = 320
@@ -119,8 +124,7 @@ def _finish_pictures(client: Any, grabber: CameraGrabber, out: Path) -> list[Pat
 
 def run_replay_demo(args: argparse.Namespace, out: Path) -> int:
     """Replay the shipped (or given) session with pictures; exit status 1 when it diverged."""
-    from teachbot.nodes.replay_check import conversation_span, replay
-    from teachbot.recording.bag import RecordedSession
+    from teachbot.nodes.replay_check import conversation_span, replay  # deferred: pybullet
 
     bag = Path(args.replay or SHIPPED_SESSION)
     recorded = RecordedSession.load(bag)
@@ -155,12 +159,7 @@ def run_replay_demo(args: argparse.Namespace, out: Path) -> int:
 
 def run_live_demo(args: argparse.Namespace, out: Path) -> int:
     """A live session against the configured endpoint, typed at this terminal; pictures as in the replay."""
-    from teachbot.llm.factory import load_llm_config, model_from_config
-    from teachbot.nodes.console_stack import ConsoleStack
-    from teachbot.nodes.nodeset import apply_llm_arguments
-    from teachbot.paths import config_path
-    from teachbot.recording.bag import SessionSpec
-    from teachbot.world.scene import TabletopConfig, load_scene_file
+    from teachbot.nodes.console_stack import ConsoleStack  # deferred: pybullet
 
     raw = apply_llm_arguments(load_llm_config(), "openai" if args.llm_base_url or args.llm_model else "",
                               args.llm_model, args.llm_base_url)

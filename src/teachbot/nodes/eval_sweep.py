@@ -6,15 +6,19 @@ more, each worker is a child process with its own ROS domain and simulator and t
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from teachbot.evaluation import TASKS_BY_KEY
+from teachbot.evaluation.baselines import make_baseline
 from teachbot.evaluation.doubles import begin_run
 from teachbot.evaluation.harness import METHODS, AgentModels, ConsoleAgent, Method, PreparedRun
-from teachbot.evaluation.metrics import RunRecord
+from teachbot.evaluation.metrics import RunRecord, read_results
 from teachbot.evaluation.sweep import (
     SweepConfig,
     append_result,
@@ -26,13 +30,14 @@ from teachbot.evaluation.sweep import (
     validate,
 )
 from teachbot.evaluation.world_state import WorldState, describe
+from teachbot.memory.config import MemoryConfig
+from teachbot.ros_env import configure_loopback
 
 ModelFactory = Callable[[Method], AgentModels]
 
 
 def all_tasks() -> dict[str, type]:
     """Every template's task class by key."""
-    from teachbot.evaluation import TASKS_BY_KEY
 
     return dict(TASKS_BY_KEY)
 
@@ -44,7 +49,7 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
     tasks = all_tasks()
     stack = None
     if client is None:
-        from teachbot.nodes.stack import InProcessStack
+        from teachbot.nodes.stack import InProcessStack  # deferred: pybullet, rclpy
 
         stack = InProcessStack(real_time_factor=0.0, camera_enabled=False)
         client = stack.start()
@@ -74,16 +79,13 @@ def make_agent(method: Method, store: Path, models: AgentModels, client: Any, ob
     """The agent that runs ``method``: the console (ours and its ablations) or a baseline."""
     if method.kind == "console":
         return ConsoleAgent(method, store, models, client, objects, **options)
-    from teachbot.evaluation.baselines import make_baseline
 
     return make_baseline(method, store, models, client, objects, **options)
 
 
 def _memory_config(config: SweepConfig) -> Any:
     """config/memory.yaml, with the sweep's seed examples when it names them."""
-    import dataclasses
 
-    from teachbot.memory.config import MemoryConfig
 
     settings = MemoryConfig.load()
     return dataclasses.replace(settings, seeds_dir=Path(config.seeds_dir).resolve()) if config.seeds_dir else settings
@@ -119,11 +121,10 @@ def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: ty
 
 def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,
            done: set[tuple[str, str, str, int]]) -> None:
-    from teachbot.ros_env import configure_loopback
 
     os.environ.pop("ROS_DOMAIN_ID", None)  # the parent's id came along: reserve one of its own
     configure_loopback()
-    import rclpy
+    import rclpy  # deferred: rclpy
 
     rclpy.init()
     try:
@@ -144,7 +145,7 @@ def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *
         groups = split_methods(config.methods, workers)
         if len(groups) == 1 or client is not None:
             if client is None:
-                import rclpy
+                import rclpy  # deferred: rclpy
 
                 rclpy.init()
                 try:
@@ -161,9 +162,7 @@ def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *
 def _run_children(config: SweepConfig, out: Path, groups: list[list[str]], make_models: ModelFactory,
                   done: set[tuple[str, str, str, int]], update: Callable[[RunRecord], None]) -> None:
     """One child process per group; the parent follows results.jsonl for the progress bar."""
-    import time
 
-    from teachbot.evaluation.metrics import read_results
 
     context = multiprocessing.get_context("spawn")
     children = [context.Process(target=_child, args=(config, str(out), group, make_models, done), daemon=True)

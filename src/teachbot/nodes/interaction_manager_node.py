@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from builtin_interfaces.msg import Time
@@ -50,22 +51,32 @@ from teachbot.interaction import (
     render_example,
 )
 from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, Found, LocalKnowledge
+from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
+from teachbot.knowledge.correction import CorrectionConfig, CorrectionHandler
+from teachbot.knowledge.object_crop import knowledge_settings
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.language.transcript import Entry
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
+from teachbot.memory.config import MemoryConfig
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, TRANSCRIPT_QOS, completion_publisher, refuse_duplicate, run_nodes
 from teachbot.nodes.confirmed_lessons import ConfirmedLessons
+from teachbot.nodes.knowledge_convert import entries_from_msgs
 from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.nodes.raider_ros import IssueDetectionClient
 from teachbot.nodes.skill_client import DONE, GONE, Fault, SkillClient, wait_served
 from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, motion_fault
+from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory, perceived_environment
+from teachbot.nodes.task_memory_service import working_memory_maker
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.executor import SandboxLimits
+from teachbot.skills.parameters import SkillParameters
+from teachbot.taskmemory import ConsoleTaskMemory, TaskMemory, TaskMemoryConfig
+from teachbot.world.household_objects import Catalog
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
 MEMORY_DISCOVERY = 5.0  # seconds the console looks for a memory node (one started beside it) before it opens the store itself
@@ -207,7 +218,6 @@ class InteractionManagerNode(Node):
 
     def _knowledge(self, api: RobotApi, cfg: dict[str, Any], local: LocalExamples) -> ConsoleKnowledge | None:
         """The console's knowledge base: memory/retrieve_knowledge, else the same store in this process."""
-        from teachbot.skills.parameters import SkillParameters
 
         if not bool(cfg.get("knowledge", True)):
             return None
@@ -221,9 +231,6 @@ class InteractionManagerNode(Node):
     def _task_memory(self, cfg: dict[str, Any], implementations: dict[str, Any]) -> dict[str, Any]:
         """``implementations`` with the task memory: its four functions, the acting ones logged (config/task_memory.yaml;
         ``task_memory: false`` turns it off). The memory node's, else the same store in this process."""
-        from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory
-        from teachbot.taskmemory import ConsoleTaskMemory, TaskMemoryConfig
-        from teachbot.world.household_objects import Catalog
 
         config = TaskMemoryConfig.load()
         if not (config.enabled and bool(cfg.get("task_memory", True))):
@@ -240,11 +247,7 @@ class InteractionManagerNode(Node):
     def _local_task_memory(self, config: Any, cfg: dict[str, Any]) -> Any:
         """The task memory in this process, on the memory node's store: the ``tasks_dir`` override, "tasks" next to
         the ``memory`` store, else memory.store.tasks_dir of config/memory.yaml."""
-        from pathlib import Path
 
-        from teachbot.memory.config import MemoryConfig
-        from teachbot.nodes.task_memory_service import working_memory_maker
-        from teachbot.taskmemory import TaskMemory
 
         learned = str(self.get_parameter("memory").value)
         directory = (Path(str(cfg["tasks_dir"])).expanduser() if cfg.get("tasks_dir") else
@@ -256,7 +259,6 @@ class InteractionManagerNode(Node):
     def task_environment(self, wait: bool = True) -> dict[str, Any]:
         """What is where now, for the task memory: perception's objects with the household's thing states
         (``wait``: just after start, up to objects_wait seconds for the first object list; else {})."""
-        from teachbot.nodes.task_memory_client import perceived_environment
 
         if wait and self._objects is None:
             self._objects_arrived.wait(self.objects_wait)
@@ -289,8 +291,6 @@ class InteractionManagerNode(Node):
     def _correction_handler(self, api: RobotApi, cfg: dict[str, Any], llm_raw: dict[str, Any], model: Model | None,
                             configured: bool) -> Any:
         """DROC's correction handler (see __init__), or None."""
-        from teachbot.knowledge.correction import CorrectionConfig, CorrectionHandler
-        from teachbot.skills.parameters import SkillParameters
 
         config = CorrectionConfig.load()
         if not (config.enabled and bool(cfg.get("corrections", True))) or (model is None and not configured):
@@ -478,7 +478,6 @@ class _RemoteKnowledge:
         self.node = node
 
     def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
-        from teachbot.nodes.knowledge_convert import entries_from_msgs
 
         client = self.node.knowledge_client
         if not client.service_is_ready():
@@ -511,8 +510,6 @@ class _LocalKnowledgeBase:
     def _open(self) -> LocalKnowledge:
         with self._lock:
             if self._source is None:
-                from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
-                from teachbot.knowledge.object_crop import knowledge_settings
 
                 memory = self.examples.memory()
                 config, images = knowledge_settings()

@@ -19,9 +19,9 @@ def generate_launch_description(mode: str) -> Any:
     The nodes are chosen at launch time (an OpaqueFunction) from the resolved argument values, so
     conditions such as "the interaction manager runs when an LLM is named" are the node set's own.
     """
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction  # deferred: launch (optional)
 
-    from launch import LaunchDescription
+    from launch import LaunchDescription  # deferred: launch (optional)
 
     declared = [DeclareLaunchArgument(a.name, default_value=a.default_for(mode), description=a.description)
                 for a in arguments(mode)]
@@ -30,9 +30,9 @@ def generate_launch_description(mode: str) -> Any:
 
 def launch_nodes(mode: str, context: Any) -> list[Any]:
     """The launch_ros Nodes of ``mode`` for the argument values in the launch ``context``."""
-    from launch.actions import LogInfo
-    from launch.substitutions import LaunchConfiguration
-    from launch_ros.actions import Node
+    from launch.actions import LogInfo  # deferred: launch (optional)
+    from launch.substitutions import LaunchConfiguration  # deferred: launch (optional)
+    from launch_ros.actions import Node  # deferred: launch_ros (optional)
 
     values = {a.name: LaunchConfiguration(a.name).perform(context) for a in arguments(mode)}
     actions: list[Any] = []

@@ -42,13 +42,16 @@ from teachbot.knowledge.entry import KINDS, KnowledgeError
 from teachbot.knowledge.object_crop import knowledge_settings
 from teachbot.knowledge.retriever import KnowledgeRetriever, render
 from teachbot.knowledge.store import KnowledgeStore
+from teachbot.llm.factory import model_from_config
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
+from teachbot.nodes.nodeset import llm_settings
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
 from teachbot.stores.backend import forward_logs, open_knowledge, open_memory, open_task_logs
+from teachbot.taskmemory import TaskMemoryConfig
 from teachbot.taskmemory.log import TaskLogStore
 
 if TYPE_CHECKING:  # psycopg is imported only on the postgres backend
@@ -153,8 +156,6 @@ class MemoryNode(Node):
         settings, image_embedder = knowledge_settings(str(self.get_parameter("knowledge_config").value) or None)
         select = None
         if settings.select_enabled:  # DROC's LLM selection among the candidates: the knowledge_select role
-            from teachbot.llm.factory import model_from_config
-            from teachbot.nodes.nodeset import llm_settings
 
             select = model_from_config(llm_settings(), "knowledge_select")
         # on the postgres backend the fleet's database, unless the knowledge_dir parameter names a directory
@@ -163,7 +164,6 @@ class MemoryNode(Node):
 
     def _task_memory(self) -> TaskMemoryService | None:
         """The task memory's services (config/task_memory.yaml), or None when it is switched off."""
-        from teachbot.taskmemory import TaskMemoryConfig
 
         config = TaskMemoryConfig.load(str(self.get_parameter("task_memory_config").value) or None)
         if not config.enabled:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.errors import ConfigError
+from teachbot.llm.factory import load_llm_config
+from teachbot.robot_profile import RobotProfile
 
 MODES = ("sim", "robot", "replay")
 PACKAGE = "teachbot"
@@ -245,7 +247,6 @@ def node_set(
 
 def _profile_world(profile: str) -> str:
     """The world a robot profile belongs to ('tabletop' when it cannot be read here)."""
-    from teachbot.robot_profile import RobotProfile
 
     try:
         return RobotProfile.load(profile).world
@@ -280,7 +281,6 @@ LLM_PARAMETERS = ("llm_config", "llm_backend", "llm_model", "llm_base_url")
 
 def llm_settings(llm_config: str = "", llm_backend: str = "", llm_model: str = "", llm_base_url: str = "") -> dict[str, Any]:
     """The parsed LLM config (``llm_config`` or config/llm.yaml) with the llm_* arguments applied (the LLM nodes' parameters)."""
-    from teachbot.llm.factory import load_llm_config
 
     return apply_llm_arguments(load_llm_config(llm_config or None), llm_backend, llm_model, llm_base_url)
 

@@ -25,6 +25,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, Image
 from teachbot_interfaces.msg import ObjectList, ThingStates
 from teachbot_interfaces.srv import DescribeObject, Detect, GetWorldState, QueryScene
@@ -446,7 +447,6 @@ class PerceptionNode(Node):
 
 
 def rclpy_time_zero() -> Any:
-    from rclpy.time import Time
 
     return Time()
 

@@ -22,7 +22,7 @@ from rclpy.serialization import serialize_message
 from teachbot_interfaces.srv import GetWorldState
 
 from teachbot.nodes.common import run_nodes
-from teachbot.recording.bag import WORLD_STATE_TOPIC, WORLD_STATE_TYPE, BagWriter, SessionSpec, TopicSpec
+from teachbot.recording.bag import SESSION_TOPIC, WORLD_STATE_TOPIC, WORLD_STATE_TYPE, BagWriter, SessionSpec, TopicSpec
 from teachbot.recording.types import action_names
 from teachbot.robot_profile import RobotProfile
 
@@ -131,7 +131,6 @@ class RecorderNode(Node):
 
     def write_spec(self, spec: SessionSpec) -> None:
         """The session record a replay rebuilds the stack from."""
-        from teachbot.recording.bag import SESSION_TOPIC
 
         self.writer.write_string(SESSION_TOPIC, spec.to_json(), time.time_ns())
 

@@ -40,7 +40,7 @@ from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate
 from teachbot.nodes.console_stack import ScriptedPerson
 from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, _call
 from teachbot.nodes.replay_check import ReplayReport
-from teachbot.recording.bag import SESSION_END, RecordedCompletion, RecordedSession, _world
+from teachbot.recording.bag import SESSION_END, RecordedCompletion, RecordedSession, world_record
 from teachbot.recording.compare import POSITION_TOLERANCE, Difference, compare_sessions
 from teachbot.ros_env import configure_loopback
 
@@ -218,7 +218,7 @@ class ReplayNode(Node):
         if not self.world_client.wait_for_service(timeout_sec=SERVICE_WAIT):
             return None
         try:
-            return _world(_call(self.world_client, GetWorldState.Request(), SERVICE_WAIT, "sim/get_world_state"))
+            return world_record(_call(self.world_client, GetWorldState.Request(), SERVICE_WAIT, "sim/get_world_state"))
         except TimeoutError:
             return None
 

@@ -29,7 +29,7 @@ def spec_from_json(text: str) -> NodeSpec:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the node of the JSON spec in ``argv[0]`` and spin it until SIGINT/SIGTERM (teachbot.nodes.common.run_nodes)."""
-    from teachbot.nodes.common import run_nodes
+    from teachbot.nodes.common import run_nodes  # deferred: rclpy
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:

@@ -24,9 +24,10 @@ from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
 from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
 from teachbot.nodes.common import COMMAND_QOS, DONE, GONE, STOPPED, wait_served
-from teachbot.nodes.skills_node import HOUSEHOLD_FIELDS, SKILLS, skills_for
+from teachbot.nodes.skills_node import SKILLS, skills_for
 from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.robot_time import time_left
+from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
@@ -156,7 +157,7 @@ class SkillClient:
         action_type = self.skills[name][0]
         goal = action_type.Goal()
         if self.household:  # the skill's own keyword for what it acts on travels as the goal's target
-            target = HOUSEHOLD_FIELDS[name][0]
+            target = HOUSEHOLD_SKILLS[name].target
             if target and target in fields:
                 fields = {**{k: v for k, v in fields.items() if k != target}, "target": fields[target]}
         names, values = list(fields.pop(NAMES_FIELD, [])), [float(v) for v in fields.pop(VALUES_FIELD, [])]

@@ -37,6 +37,7 @@ from teachbot.nodes.convert import object_info, skill_result
 from teachbot.nodes.household_ros import RosBase, RosHouseholdView
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.household import HouseholdSkills
+from teachbot.skills.household_signatures import HAND, HOUSEHOLD_SKILLS
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.household_layout import HouseholdLayout
@@ -210,28 +211,13 @@ SKILLS: dict[str, tuple[type, Callable[[Any], dict[str, Any]]]] = {
 }
 
 # the household profile's skills (teachbot.skills.household), all with the HouseholdSkill action
-_HAND = "hand"
-HOUSEHOLD_FIELDS = {  # skill -> the keyword its goal's target becomes, and what else it takes
-    "move_to": ("location", ("speed_factor",)),
-    "grasp": ("object_name", (_HAND,)),
-    "place_object": ("location", (_HAND,)),
-    "handover_object_to_human": ("", (_HAND, "timeout")),
-    "point_at": ("object_name", ()),
-    "open": ("thing", ()),
-    "close": ("thing", ()),
-    "toggle": ("thing", ()),
-    "slice": ("object_name", ()),
-    "wipe": ("surface", ()),
-}
-
-
 def _household_kwargs(name: str, hands: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
-    target, extras = HOUSEHOLD_FIELDS[name]
+    target, extras = HOUSEHOLD_SKILLS[name].target, HOUSEHOLD_SKILLS[name].extras
 
     def to_kwargs(goal: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {target: goal.target} if target else {}
         kwargs.update(_parameters(goal))
-        if _HAND in extras:
+        if HAND in extras:
             kwargs["hand"] = goal.hand or hands[0]
         if "speed_factor" in extras:
             kwargs["speed_factor"] = goal.speed_factor or 0.5
@@ -245,7 +231,7 @@ def _household_kwargs(name: str, hands: tuple[str, ...]) -> Callable[[Any], dict
 def skills_for(profile: RobotProfile) -> dict[str, tuple[type, Callable[[Any], dict[str, Any]]]]:
     """The actions a skills node serves for ``profile``: the tabletop arm's or the household robot's."""
     if profile.world == "household":
-        return {name: (HouseholdSkill, _household_kwargs(name, profile.hands)) for name in HOUSEHOLD_FIELDS}
+        return {name: (HouseholdSkill, _household_kwargs(name, profile.hands)) for name in HOUSEHOLD_SKILLS}
     return SKILLS
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from teachbot.nodes.nodeset import NodeSpec
+from teachbot.nodes.run_one import spec_to_json
 
 RESPAWN_DELAY = 0.5  # seconds between a node's death and its restart (also launch's respawn_delay)
 MAX_RESTARTS_PER_MINUTE = 5  # more deaths than this within 60 s: the node stays down
@@ -86,7 +87,6 @@ class Supervisor:
         return process.pid
 
     def _spawn(self, child: Child) -> None:
-        from teachbot.nodes.run_one import spec_to_json
 
         env = {**(self.env if self.env is not None else os.environ), "TEACHBOT_LOOPBACK": "1"}
         child.process = subprocess.Popen([sys.executable, "-m", "teachbot.nodes.run_one", spec_to_json(child.spec)],

@@ -28,8 +28,11 @@ from teachbot_interfaces.msg import TaskObject
 from teachbot_interfaces.srv import BeginTask, LogTaskAction, QueryTaskMemory
 
 from teachbot.errors import TeachbotError
+from teachbot.language.prompts import load_prompt
+from teachbot.llm.factory import model_from_config
 from teachbot.nodes.common import wait_for_worker
-from teachbot.taskmemory import ObjectInfo, TaskLogStore, TaskMemory, TaskMemoryConfig, WorkingMemory
+from teachbot.nodes.nodeset import llm_settings
+from teachbot.taskmemory import ObjectInfo, TaskLogStore, TaskMemory, TaskMemoryConfig, WorkerLLM, WorkingMemory
 from teachbot.taskmemory.working import dumps
 
 BEGIN_SERVICE = "memory/begin_task"
@@ -99,10 +102,6 @@ def working_memory_maker(config: TaskMemoryConfig, log: Callable[[str], None], l
     ``task_memory_worker`` role of ``llm`` (default: config/llm.yaml) with prompts/task_memory_worker.txt."""
     if config.working_memory != "worker":
         return None
-    from teachbot.language.prompts import load_prompt
-    from teachbot.llm.factory import model_from_config
-    from teachbot.nodes.nodeset import llm_settings
-    from teachbot.taskmemory import WorkerLLM
 
     model = model_from_config(llm if llm is not None else llm_settings(), WORKER_ROLE)
     return WorkerLLM(model, load_prompt("task_memory_worker.txt"), config, log)

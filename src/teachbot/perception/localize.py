@@ -198,7 +198,7 @@ def _rectangle(xy: np.ndarray) -> tuple[np.ndarray, float]:
 
     The rectangle's centre, unlike the points' mean, does not lean towards the camera where pixels
     are denser."""
-    from scipy.spatial import ConvexHull, QhullError
+    from scipy.spatial import ConvexHull, QhullError  # deferred: scipy
 
     try:
         hull = xy[ConvexHull(xy).vertices]

@@ -10,6 +10,8 @@ from typing import Any
 
 from teachbot.config import load_yaml, resolve_config
 from teachbot.errors import ConfigError
+from teachbot.raider.tools import Reach
+from teachbot.robot_profile import RobotProfile
 
 ABLATIONS = ("BASIC", "QGEN", "GRND", "QGEN_GRND")
 TOOL_CALLING = ("text", "native")
@@ -77,8 +79,6 @@ class RaiderConfig:
 
     def reach_for(self, world: str) -> Any:
         """The grounded tools' Reach in ``world``: the radius here, the workspace of the robot profile named in ``robots``."""
-        from teachbot.raider.tools import Reach
-        from teachbot.robot_profile import RobotProfile
 
         radius = self.reach.get(world, Reach.radius)
         name = self.robots.get(world)

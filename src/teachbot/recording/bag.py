@@ -245,7 +245,8 @@ class RecordedSession:
         return _load(Path(path))
 
 
-def _world(msg: Any) -> WorldRecord:
+def world_record(msg: Any) -> WorldRecord:
+    """The WorldRecord of a teachbot_interfaces WorldState message (recorded or asked of the sim)."""
     objects = tuple(
         ObjectRecord(o.name, (o.pose.position.x, o.pose.position.y, o.pose.position.z), o.supported_by, bool(o.inside), bool(o.held))
         for o in msg.objects
@@ -278,7 +279,7 @@ def _load(path: Path) -> RecordedSession:
             if conn.topic == SESSION_TOPIC:
                 spec = SessionSpec.from_json(msg.data)
             elif conn.topic == WORLD_STATE_TOPIC:
-                worlds.append(_world(msg))
+                worlds.append(world_record(msg))
             elif topic.endswith("completions"):
                 stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
                 completions.append(RecordedCompletion(msg.role, msg.prompt_digest, msg.prompt, msg.completion, stamp))

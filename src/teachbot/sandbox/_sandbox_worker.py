@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.util
 import json
 import math
 import os
@@ -272,7 +273,6 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 def _seccomp_filter() -> Any:
     """The seccomp filter of _sandbox_seccomp.py beside this file, built (not loaded); by path, as -I -S puts no package on sys.path."""
-    import importlib.util
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_seccomp.py")
     spec = importlib.util.spec_from_file_location("_sandbox_seccomp", path)

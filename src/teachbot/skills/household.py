@@ -31,7 +31,7 @@ from teachbot.errors import (
 )
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.household_containers import apart, container_spot, hand_blockers, hand_outline, takes
-from teachbot.skills.household_gestures import point_at
+from teachbot.skills.household_gestures import Gestures
 from teachbot.skills.interfaces import ArmInterface, ObjectInfo
 from teachbot.skills.library import SkillLibrary
 from teachbot.skills.navigation import NavigationMap, time_path
@@ -110,7 +110,7 @@ class ArmFrameObjects:
         return out
 
 
-class HouseholdSkills(SkillLibrary):
+class HouseholdSkills(Gestures, SkillLibrary):
     """All household skills of one mobile manipulator. Not re-entrant, like :class:`SkillLibrary`."""
 
     def __init__(self, profile: RobotProfile, arm: ArmInterface, base: BaseInterface, view: HouseholdView,
@@ -363,10 +363,6 @@ class HouseholdSkills(SkillLibrary):
                        for a, c, half_a, half_c in footprints):
                 return along
         raise PlaceFailedError(f"no clear strip of the {surface} to wipe in front of the robot; move the things on it first")
-
-    def skill_point_at(self, object_name: str) -> dict:
-        """Point at an object with the closed hand and keep pointing (see :func:`point_at`)."""
-        return point_at(self, object_name)
 
     def skill_handover_object_to_human(self, hand: str = "right", timeout: float = 0.0, release: threading.Event | None = None) -> dict:
         """Drive to the person, hold the object out to their hand, let go when they take it (``release``)

@@ -22,31 +22,34 @@ if TYPE_CHECKING:
 POINT_HEIGHT = 0.08
 
 
-def point_at(skills: HouseholdSkills, object_name: str) -> dict:
-    """Point at ``object_name`` (see the module docstring); returns {} like the other skills."""
-    thing = skills._thing(object_name)  # unknown: lists the known names, as grasp does
-    held = skills._holding()
-    if object_name == held:
-        raise InvalidArgumentError(f"cannot point at {object_name!r}: the hand holds it; place it first, or point at something else")
-    if not thing.place:
-        where = np.round(thing.position, 2).tolist()
-        raise UnreachableError(f"{object_name!r} is not on any place the robot can reach (it lies at {where})")
-    if skills.layout.place(thing.place).hand is not None:
-        raise UnreachableError(f"{object_name!r} is with the person; ask them about it instead of pointing")
-    if thing.inside:
-        skills._reachable_inside(thing.place, repr(object_name))
-    skills._work_at(thing.place, thing.position)
-    hang = FINGERTIP_DEPTH  # from the grasp point down to the lowest point of the hand (or of what it holds)
-    if held:
-        skills._stage("hold", 0.3)
-        grasp_z = float(skills.kin.fk(skills.arm.joint_positions())[0][2])
-        h = skills.view.things()[held]
-        hang = max(hang, grasp_z - (float(skills.to_arm(h.position)[2]) - float(h.size[2]) / 2))
-    else:
-        skills._stage("close", 0.3)
-        skills._gripper(0.0)
-    target = skills.to_arm(thing.position + np.array([0.0, 0.0, float(thing.size[2]) / 2 + POINT_HEIGHT + hang]))
-    skills._stage("point", 0.5)
-    skills._move_joint_space(target, skills._reachable_yaw(0.0, [target]))
-    skills._stage("pointing", 1.0)
-    return {}
+class Gestures:
+    """The gestures of :class:`HouseholdSkills`, one of its parts (it provides the motion helpers used here)."""
+
+    def skill_point_at(self: HouseholdSkills, object_name: str) -> dict:
+        """Point at an object with the closed hand and keep pointing (see the module docstring); returns {}."""
+        thing = self._thing(object_name)  # unknown: lists the known names, as grasp does
+        held = self._holding()
+        if object_name == held:
+            raise InvalidArgumentError(f"cannot point at {object_name!r}: the hand holds it; place it first, or point at something else")
+        if not thing.place:
+            where = np.round(thing.position, 2).tolist()
+            raise UnreachableError(f"{object_name!r} is not on any place the robot can reach (it lies at {where})")
+        if self.layout.place(thing.place).hand is not None:
+            raise UnreachableError(f"{object_name!r} is with the person; ask them about it instead of pointing")
+        if thing.inside:
+            self._reachable_inside(thing.place, repr(object_name))
+        self._work_at(thing.place, thing.position)
+        hang = FINGERTIP_DEPTH  # from the grasp point down to the lowest point of the hand (or of what it holds)
+        if held:
+            self._stage("hold", 0.3)
+            grasp_z = float(self.kin.fk(self.arm.joint_positions())[0][2])
+            h = self.view.things()[held]
+            hang = max(hang, grasp_z - (float(self.to_arm(h.position)[2]) - float(h.size[2]) / 2))
+        else:
+            self._stage("close", 0.3)
+            self._gripper(0.0)
+        target = self.to_arm(thing.position + np.array([0.0, 0.0, float(thing.size[2]) / 2 + POINT_HEIGHT + hang]))
+        self._stage("point", 0.5)
+        self._move_joint_space(target, self._reachable_yaw(0.0, [target]))
+        self._stage("pointing", 1.0)
+        return {}

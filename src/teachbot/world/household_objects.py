@@ -175,7 +175,8 @@ def _rgb(value: Any, where: str) -> RGB:
     return (float(value[0]), float(value[1]), float(value[2]))
 
 
-def _parse_type(name: str, raw: Any, src: str, liquids: Mapping[str, RGB]) -> ObjectType:
+def parse_type(name: str, raw: Any, src: str, liquids: Mapping[str, RGB]) -> ObjectType:
+    """The object type ``name`` of a catalog file ``src`` (``raw``: its mapping); a bad field is a ConfigError naming it."""
     where = f"{src}: type '{name}'"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a mapping, got {raw!r}")
@@ -245,7 +246,7 @@ class Catalog:
         raw, src = load_yaml(path), str(path)
         colors = {str(k): _rgb(v, f"{src}: colors.{k}") for k, v in require(raw, "colors", src, dict).items()}
         liquids = {str(k): _rgb(v, f"{src}: liquids.{k}") for k, v in (raw.get("liquids") or {}).items()}
-        types = {str(n): _parse_type(str(n), v, src, liquids) for n, v in require(raw, "types", src, dict).items()}
+        types = {str(n): parse_type(str(n), v, src, liquids) for n, v in require(raw, "types", src, dict).items()}
         tints = {str(w): _parse_tint(w, t, f"{src}: state_tints.{w}") for w, t in (raw.get("state_tints") or {}).items()}
         return cls(types, colors, liquids, tints, path)
 

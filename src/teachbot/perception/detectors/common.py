@@ -49,7 +49,7 @@ def set_torch_threads(threads: int | None) -> None:
     On a CPU shared with other busy processes (sim, skills) fewer threads are often faster: torch's
     worker threads wait on each other whenever one of them is descheduled."""
     if threads is not None:
-        import torch
+        import torch  # deferred: torch
 
         torch.set_num_threads(max(1, int(threads)))
 
@@ -73,7 +73,7 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torc
     ``boxes`` (N, 4) x0, y0, x1, y1; returns the indices kept, highest score first. A box is dropped when
     its IoU with a higher-scoring kept box is greater than ``iou_threshold``.
     """
-    import torch
+    import torch  # deferred: torch
 
     if boxes.numel() == 0:
         return torch.empty(0, dtype=torch.long, device=boxes.device)

@@ -45,8 +45,8 @@ class Owlv2Detector:
         score kept (the node applies ``perception.min_score`` on top), ``nms_iou`` the overlap above which
         a lower-scoring box of the same query is dropped, ``threads`` torch's CPU threads (None: torch's
         default)."""
-        import torch
-        from transformers import Owlv2ForObjectDetection, Owlv2Processor
+        import torch  # deferred: torch
+        from transformers import Owlv2ForObjectDetection, Owlv2Processor  # deferred: transformers
 
         path = resolve_local_path(model_path, f"{KEY}.model_path", "dir")
         set_torch_threads(threads)

@@ -9,6 +9,7 @@ from these models are meaningless: they exercise shapes, types and timing, never
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ BYTE_VOCAB_SPECIAL_IDS = {"bos_token_id": 512, "eos_token_id": 513, "pad_token_i
 def clip_tokenizer(model_max_length: int) -> Any:
     """A CLIP BPE tokenizer with a byte-level vocabulary (514 ids) built offline: every text tokenizes,
     one token per byte."""
-    from transformers import CLIPTokenizer
+    from transformers import CLIPTokenizer  # deferred: transformers
 
     symbols = _byte_symbols()
     vocab = [*symbols, *(s + "</w>" for s in symbols), "<|startoftext|>", "<|endoftext|>"]
@@ -66,8 +67,8 @@ def clip_tokenizer(model_max_length: int) -> Any:
 def save_clip_text_model(directory: str | Path, seed: int = 0, **config: Any) -> Path:
     """A random-weight CLIPTextModelWithProjection and tokenizer saved to ``directory`` (config overrides
     the ViT-B/32 text tower above)."""
-    import torch
-    from transformers import CLIPTextConfig, CLIPTextModelWithProjection
+    import torch  # deferred: torch
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection  # deferred: transformers
 
     directory = Path(directory)
     # the text embedding is read at the end-of-text token, so the config must know the tokenizer's ids
@@ -81,12 +82,11 @@ def save_clip_text_model(directory: str | Path, seed: int = 0, **config: Any) ->
 def save_yolo_world(path: str | Path, arch: str = "yolov8s-worldv2.yaml", seed: int = 0) -> Path:
     """A random-weight YOLO-World checkpoint at ``path`` in ultralytics' format, built from the model yaml
     ``arch`` that ultralytics ships (scale from the name: n/s/m/l/x)."""
-    import os
 
     os.environ["YOLO_OFFLINE"] = "1"
     os.environ["YOLO_AUTOINSTALL"] = "false"
-    import torch
-    from ultralytics.nn.tasks import WorldModel
+    import torch  # deferred: torch
+    from ultralytics.nn.tasks import WorldModel  # deferred: ultralytics
 
     torch.manual_seed(seed)
     model = WorldModel(arch, verbose=False)
@@ -98,9 +98,9 @@ def save_yolo_world(path: str | Path, arch: str = "yolov8s-worldv2.yaml", seed: 
 def save_owlv2(directory: str | Path, seed: int = 0, config: dict[str, Any] | None = None) -> Path:
     """A random-weight Owlv2ForObjectDetection with its processor saved to ``directory`` (``config`` as
     for Owlv2Config; default: the owlv2-base-patch16 architecture)."""
-    import torch
-    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2Processor
-    from transformers.models.owlv2.image_processing_pil_owlv2 import Owlv2ImageProcessorPil
+    import torch  # deferred: torch
+    from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2Processor  # deferred: transformers
+    from transformers.models.owlv2.image_processing_pil_owlv2 import Owlv2ImageProcessorPil  # deferred: transformers
 
     directory = Path(directory)
     config = copy.deepcopy(config or OWLV2_BASE_PATCH16)

@@ -45,8 +45,8 @@ class ClipTextEncoder:
     """L2-normalised CLIP text embeddings from a local transformers directory, cached per query."""
 
     def __init__(self, path: str | Path, device: str = "cpu") -> None:
-        import torch
-        from transformers import AutoTokenizer, CLIPTextModelWithProjection
+        import torch  # deferred: torch
+        from transformers import AutoTokenizer, CLIPTextModelWithProjection  # deferred: transformers
 
         self._torch = torch
         self.device = torch.device(device)
@@ -71,7 +71,7 @@ class ClipTextEncoder:
 
 def text_embedding_dim(model: Any) -> int:
     """The text-embedding width a YOLO-World model's text-guided layers take (512 for CLIP ViT-B/32)."""
-    from ultralytics.nn.modules.block import ImagePoolingAttn, MaxSigmoidAttnBlock
+    from ultralytics.nn.modules.block import ImagePoolingAttn, MaxSigmoidAttnBlock  # deferred: ultralytics
 
     for m in model.modules():
         if isinstance(m, MaxSigmoidAttnBlock):
@@ -83,8 +83,8 @@ def text_embedding_dim(model: Any) -> int:
 
 def load_world_model(path: str | Path, device: str = "cpu") -> Any:
     """The ultralytics WorldModel in a local checkpoint (.pt), as float32, fused, in eval mode."""
-    from ultralytics import YOLOWorld
-    from ultralytics.nn.tasks import WorldModel
+    from ultralytics import YOLOWorld  # deferred: ultralytics
+    from ultralytics.nn.tasks import WorldModel  # deferred: ultralytics
 
     model = YOLOWorld(str(path)).model
     if not isinstance(model, WorldModel):
@@ -114,7 +114,7 @@ class YoloWorldDetector:
         score kept (the node applies ``perception.min_score`` on top), ``iou`` the NMS overlap threshold,
         ``image_size`` the longer side the image is letterboxed to, ``threads`` torch's CPU threads (None:
         torch's default)."""
-        import torch
+        import torch  # deferred: torch
 
         set_torch_threads(threads)
         self._torch = torch
@@ -148,7 +148,7 @@ class YoloWorldDetector:
 
     def preprocess(self, rgb: np.ndarray) -> Any:
         """Letterboxed (longer side ``image_size``, sides multiples of the stride) 1x3xHxW float tensor in 0..1."""
-        from ultralytics.data.augment import LetterBox
+        from ultralytics.data.augment import LetterBox  # deferred: ultralytics
 
         boxed = LetterBox(self.image_size, auto=True, stride=self.stride)(image=rgb)
         x = self._torch.from_numpy(np.ascontiguousarray(boxed.transpose(2, 0, 1))).to(self.device)
@@ -156,8 +156,8 @@ class YoloWorldDetector:
 
     def detect(self, frame: Frame, queries: Sequence[str]) -> list[Detection]:
         """Detections of ``queries`` in ``frame`` (label = the query), best first."""
-        from ultralytics.utils.nms import non_max_suppression
-        from ultralytics.utils.ops import scale_boxes
+        from ultralytics.utils.nms import non_max_suppression  # deferred: ultralytics
+        from ultralytics.utils.ops import scale_boxes  # deferred: ultralytics
 
         rgb = frame_rgb(frame)
         classes = unique_queries(queries)
