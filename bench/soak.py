@@ -4,7 +4,7 @@
 The interaction core as the evaluation harness runs it, in this process without ROS: the real sandbox
 (its worker under the deployed OS layer), the shipped interaction config (bounds, session rules, the
 approval gate), the real episodic memory store in a temporary directory (the shipped seeds plus what
-is learned) and the real improvement chain (``Improver`` behind ``LocalLearner``). The models are
+is learned) and the real improvement chain (``Improver`` behind the one ``Learner``, as the improvement node runs it). The models are
 scripted and read their prompt: the robot takes the block the person meant only when the prompt holds
 a learned example for this very request, otherwise the wrong one; the scripted person corrects it and
 asks to remember, and learning stores an example. Every 10 episodes (periodic, so each quarter of the
@@ -72,12 +72,12 @@ from _soak_world import (  # noqa: E402
 
 from teachbot.config import load_yaml, resolve_config  # noqa: E402
 from teachbot.console.tabletop_api import TabletopRobot  # noqa: E402
-from teachbot.evaluation.harness import LocalLearner  # noqa: E402
 from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples  # noqa: E402
 from teachbot.interaction.core import ENDED  # noqa: E402
 from teachbot.language.registry import RobotApi  # noqa: E402
 from teachbot.language.transcript import Entry  # noqa: E402
 from teachbot.learning.improver import Improver  # noqa: E402
+from teachbot.learning.learner import Learner  # noqa: E402
 from teachbot.llm.scripted import ScriptedModel  # noqa: E402
 from teachbot.memory.config import MemoryConfig  # noqa: E402
 from teachbot.memory.episodic import EpisodicMemory  # noqa: E402
@@ -132,7 +132,7 @@ class StepClock:
 class TimedLearner:
     """The learner with its time excluded from the learn statement and recorded apart."""
 
-    def __init__(self, inner: LocalLearner, clock: StepClock) -> None:
+    def __init__(self, inner: Learner, clock: StepClock) -> None:
         self.inner, self.clock = inner, clock
         self.seconds: list[tuple[int, float]] = []  # (episode, seconds) of each learning call
 
@@ -183,7 +183,7 @@ class Soak:
         functions = {name: self.clock.timed(fn) for name, fn in robot.functions().items()}
         put = functions["put_first_on_second"]
         functions["put_first_on_second"] = lambda obj, target, **kw: self._moved(obj, target, put(obj, target, **kw))
-        self.learner = TimedLearner(LocalLearner(Improver(self.teacher, api), self.recorded), self.clock)
+        self.learner = TimedLearner(Learner.in_process(Improver(self.teacher, api), self.recorded), self.clock)
         interaction = load_yaml(resolve_config("interaction")).get("interaction", {})
         learning = load_yaml(resolve_config("learning")).get("learning", {})
         sandbox = load_yaml(resolve_config("sandbox")).get("limits", {})

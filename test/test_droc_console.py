@@ -23,7 +23,6 @@ import pytest
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation.doubles import current_transcript
-from teachbot.evaluation.harness import LocalLearner
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import ConsoleKnowledge, LocalKnowledge
@@ -40,6 +39,7 @@ from teachbot.language.prompts import CURRENT_HEADER
 from teachbot.language.registry import RobotApi
 from teachbot.language.transcript import person_outputs
 from teachbot.learning.improver import Improver
+from teachbot.learning.learner import Learner
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.simrobot.direct import DirectArm, DirectSkills, WorldObjects
@@ -130,9 +130,9 @@ def robot(world, profile, tabletop, tmp_path: Path):
     retriever = KnowledgeRetriever(store, SentenceTransformerEmbedder(), descriptor)
     logs: list[str] = []
     knowledge = ConsoleKnowledge(LocalKnowledge(retriever, image), parameters.declared, logs.append)
-    learner = LocalLearner(Improver(ScriptedModel([], name="improvement:none"), api), memory=None,
-                           extractor=KnowledgeExtractor(None, api, parameters), knowledge=store,
-                           image_of=lambda name: (image(name), descriptor.name))
+    learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api),
+                                 extractor=KnowledgeExtractor(None, api, parameters), knowledge=store,
+                                 image_of=lambda name: (image(name), descriptor.name))
     handler = CorrectionHandler(ScriptedModel(respond=correction, name="correction:double"), api, parameters,
                                 object_size=sizes)
     return {"api": api, "store": store, "knowledge": knowledge, "learner": learner, "handler": handler, "logs": logs}

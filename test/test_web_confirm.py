@@ -14,11 +14,12 @@ from timing import deadline, pytest_timeout
 from web_scripted import robot_model, teacher_model
 
 from teachbot.console.session import SessionConfig
-from teachbot.interaction import CoreConfig, InteractionCore, LearnReply
+from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.confirm import EDIT, NO, UNCLEAR, YES, ConfirmWording, sentence_of
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
+from teachbot.learning.learner import Learner, MemoryLessons
 from teachbot.memory import InteractionExample, MemoryStore
 
 pytestmark = pytest.mark.timeout(pytest_timeout(120))
@@ -32,31 +33,18 @@ def wait_until(predicate, timeout=20.0, what="condition"):
         time.sleep(0.02)
 
 
-class LocalLearner:
-    """The core's Learner in one process: the improvement chain, a file store."""
+class RecordingLearner(Learner):
+    """The one learner in this process (the improvement chain, a file store), recording its requests."""
 
     def __init__(self, store: MemoryStore) -> None:
         self.teacher = teacher_model()
-        self.improver = Improver(self.teacher, RobotApi.load("tabletop"))
-        self.store_ = store
         self.requests = []
+        improver = Improver(self.teacher, RobotApi.load("tabletop"))
+        super().__init__(lambda _profile: improver, MemoryLessons(store), store_margin=0.0)
 
     def improve(self, request, timeout):
         self.requests.append(request)
-        lesson = self.improver.learn(request.transcript, scene_objects=request.scene_objects, problem=request.problem,
-                                     improvement=request.improvement)
-        if not lesson.ok:
-            return LearnReply(False, lesson.reason)
-        example = InteractionExample(profile="tabletop", transcript=lesson.transcript, problem=lesson.problem,
-                                     improvement=lesson.improvement, scope=lesson.scope,
-                                     episode_id=request.episode_id).with_derived_instructions()
-        if not request.store:
-            return LearnReply(False, lesson.reason, example)
-        return LearnReply(True, lesson.reason, example, self.store_.add(example))
-
-    def store(self, lesson, timeout):
-        example_id = self.store_.add(lesson)
-        return LearnReply(True, "stored", lesson.replace(id=example_id), example_id)
+        return super().improve(request, timeout)
 
 
 class Console:
@@ -67,7 +55,7 @@ class Console:
         self.pending: list[object] = []
         self.dialog = DialogChannel(self.said.append, timeout=3.0)
         self.store = MemoryStore(tmp_path / "learned", tmp_path / "seeds")
-        self.learner = LocalLearner(self.store)
+        self.learner = RecordingLearner(self.store)
         self.moves: list[tuple[str, str]] = []
         functions = {
             "wait_for_trigger": self.dialog.wait_for_trigger, "ask": self.dialog.ask, "say": self.dialog.say,

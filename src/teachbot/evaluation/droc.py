@@ -53,7 +53,6 @@ from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
-from teachbot.evaluation.harness import LocalLearner
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
@@ -71,6 +70,7 @@ from teachbot.knowledge.retriever import render
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
+from teachbot.learning.learner import Learner
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory import SentenceTransformerEmbedder
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD, SkillParameters
@@ -271,8 +271,8 @@ class MethodAgent:
             knowledge = (AllHistoryKnowledge if self.method.knowledge == "all" else ConsoleKnowledge)(
                 source, parameters.declared, logs.append)
             extractor = KnowledgeExtractor(self.models.extraction, api, parameters, ExtractionConfig.load())
-            learner = LocalLearner(Improver(ScriptedModel([], name="improvement:none"), api, "off"), memory=None,
-                                   extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
+            learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api, "off"),
+                                         extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
         if self.method.handler:
             handler = CorrectionHandler(self.models.correction, api, parameters, CorrectionConfig.load(),
                                         object_size=lambda n: _size(worlds, task, n))

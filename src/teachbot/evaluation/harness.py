@@ -22,17 +22,16 @@ from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson
-from teachbot.interaction import CoreConfig, InteractionCore, LearnReply, LearnRequest, LocalExamples
+from teachbot.interaction import CoreConfig, InteractionCore, LocalExamples
 from teachbot.interaction.core import ENDED
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
-from teachbot.language.transcript import Transcript
 from teachbot.learning.improver import Improver
+from teachbot.learning.learner import Learner
 from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
-from teachbot.memory.example import InteractionExample
 
 LEARNING_MODES = ("improve", "store_raw", "off")
 
@@ -136,52 +135,6 @@ class EvalDialog(DialogChannel):
         return reaction
 
 
-class LocalLearner:
-    """learn_from_interaction() in this process: the improvement chain, then the method's store; with a
-    ``knowledge`` store and an ``extractor`` it also distils knowledge (DROC), at learning and at the end of
-    an episode with corrections (``distill``). ``image_of(name)``: an object's crop vector and embedder name."""
-
-    def __init__(self, improver: Improver, memory: Any, extractor: Any = None, knowledge: Any = None,
-                 image_of: Callable[[str], Any] | None = None) -> None:
-        self.improver, self.memory = improver, memory
-        self.extractor, self.knowledge, self.image_of = extractor, knowledge, image_of
-        self.distilled: list[Any] = []  # every entry stored, oldest first
-
-    def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
-
-        deadline = time.monotonic() + max(0.0, request.deadline - time.time())
-        lesson = self.improver.learn(request.transcript, scene_objects=request.scene_objects, deadline=deadline)
-        if not lesson.ok:
-            distilled = self._distill(request, deadline)
-            return LearnReply(bool(distilled), lesson.reason + (f"; {_knowledge_line(distilled)}" if distilled else ""))
-        self.memory.add(InteractionExample(
-            profile=request.profile, source="learned", transcript=lesson.transcript,
-            instructions=tuple(Transcript.parse(lesson.transcript).instructions()), problem=lesson.problem,
-            improvement=lesson.improvement, scope=lesson.scope, episode_id=request.episode_id,
-            author_model=self.improver.model.name))
-        self._distill(request, deadline)
-        return LearnReply(True, lesson.reason)
-
-    def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
-        """Knowledge only (the end of a task with corrections)."""
-        distilled = self._distill(request, time.monotonic() + max(0.0, min(timeout, request.deadline - time.time())))
-        return LearnReply(bool(distilled), _knowledge_line(distilled) if distilled else "nothing to distil")
-
-    def _distill(self, request: LearnRequest, deadline: float) -> list[Any]:
-        if self.extractor is None or self.knowledge is None:
-            return []
-        entries = self.extractor.extract(request.transcript, scene_objects=request.scene_objects,
-                                         episode_id=request.episode_id, image_of=self.image_of, deadline=deadline)
-        for entry in entries:
-            self.knowledge.add(entry)
-        self.distilled += entries
-        return entries
-
-
-def _knowledge_line(entries: Sequence[Any]) -> str:
-    return "learned: " + " ".join(e.text for e in entries)
-
-
 @dataclass(frozen=True)
 class AgentModels:
     interaction: Model
@@ -233,7 +186,7 @@ class ConsoleAgent:
             api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
             examples=LocalExamples(memory=self.memory),
             config=CoreConfig(session=session or SessionConfig(), examples_k=method.k),
-            learner=LocalLearner(Improver(models.improvement, api, method.learning), self.memory),
+            learner=Learner.in_process(Improver(models.improvement, api, method.learning), self.memory),
             scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
         )
 

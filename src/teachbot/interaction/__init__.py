@@ -1,7 +1,7 @@
 """The interaction core without ROS: episodes of the console, the learning call, the examples source.
 
 ``InteractionCore`` runs console episodes one after another; the interaction manager node only
-translates its callbacks into topics and its ``Learner``/example source into service calls. Issue
+translates its callbacks into topics and its ``LearningCall``/example source into service calls. Issue
 checks, distilled knowledge and task memory plug into this core.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from teachbot.interaction.core import CoreConfig, InteractionCore
 from teachbot.interaction.examples import FallbackExamples, LocalExamples, MemoryUnavailable, render_example
-from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
+from teachbot.learning.call import LearningCall, LearnReply, LearnRequest
 
 __all__ = [
     "CoreConfig",
@@ -17,7 +17,7 @@ __all__ = [
     "InteractionCore",
     "LearnReply",
     "LearnRequest",
-    "Learner",
+    "LearningCall",
     "LocalExamples",
     "MemoryUnavailable",
     "render_example",

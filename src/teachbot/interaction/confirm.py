@@ -22,8 +22,8 @@ from typing import Any
 
 from teachbot.config import load_yaml
 from teachbot.errors import ConfigError
-from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
 from teachbot.language.dialog import DialogChannel
+from teachbot.learning.call import LearningCall, LearnReply, LearnRequest
 from teachbot.memory.example import InteractionExample
 from teachbot.paths import share_dir
 from teachbot.sandbox import robot_time
@@ -93,7 +93,7 @@ class LessonConfirmation:
     ``on_pending(lesson)`` is told the candidate while the question is open and ``None`` once it is answered
     (the web page shows the candidate and its buttons from it); ``log`` takes one-line notices."""
 
-    def __init__(self, learner: Learner, dialog: DialogChannel, wording: ConfirmWording | None = None, *,
+    def __init__(self, learner: LearningCall, dialog: DialogChannel, wording: ConfirmWording | None = None, *,
                  on_pending: Callable[[InteractionExample | None], None] = lambda _lesson: None,
                  log: Callable[[str], None] = lambda _line: None) -> None:
         self.learner, self.dialog = learner, dialog

@@ -20,7 +20,6 @@ from teachbot.console.prompt import PromptBuilder
 from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionStep, SessionConfig
 from teachbot.errors import ConfigError
 from teachbot.interaction.confirm import LessonConfirmation
-from teachbot.interaction.learning import Learner, LearnReply, LearnRequest
 from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
 from teachbot.language.bounds import Bounds
 from teachbot.language.budget import PromptTooLong, TokenBudget
@@ -28,6 +27,7 @@ from teachbot.language.dialog import DialogChannel
 from teachbot.language.prompts import ExampleSource
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.language.transcript import Entry, Transcript
+from teachbot.learning.call import LearningCall, LearnReply, LearnRequest
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 from teachbot.memory.example import InteractionExample
@@ -79,7 +79,7 @@ class InteractionCore:
     prompt and gives parameterised skill functions their learned defaults; ``corrections`` (a
     CorrectionHandler) reads the person's words after the robot acted as a plan- or skill-level
     correction. An episode with corrections that did not call ``learn_from_interaction()`` ends with the
-    learner distilling knowledge from it (``Learner.distill``), when the learner can.
+    learner distilling knowledge from it (``LearningCall.distill``), when the learner can.
 
     Confirm-before-store: while ``confirm_lessons`` is true (config, or set at run time) a lesson is read back to
     the person and stored only once they agree (teachbot.interaction.confirm); ``on_pending_lesson`` is told the
@@ -96,7 +96,7 @@ class InteractionCore:
         function_model: Model | None = None,
         examples: ExampleSource | None = None,
         config: CoreConfig | None = None,
-        learner: Learner | None = None,
+        learner: LearningCall | None = None,
         scene_objects: Callable[[], list[str]] = list,
         limits: SandboxLimits | None = None,
         on_kill: Callable[[], Any] | None = None,
@@ -291,7 +291,7 @@ class InteractionCore:
             reply = self.learner.improve(replace(request, deadline=time.time() + deadline), timeout=deadline + LEARN_GRACE)
         except TimeoutError:
             raise TimeoutError(f"learning took longer than {deadline:g} s and was cancelled; nothing was stored") from None
-        if reply.stored and self.knowledge is not None:
+        if (reply.stored or reply.knowledge) and self.knowledge is not None:  # a new lesson or new knowledge to retrieve
             self.knowledge.forget()
         return reply
 

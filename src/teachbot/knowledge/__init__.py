@@ -23,7 +23,8 @@ from teachbot.knowledge.entry import DEFAULT_SCOPE, KINDS, SCOPES, KnowledgeEntr
 from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
 from teachbot.knowledge.grounding import CorrectionConfig
 from teachbot.knowledge.retriever import KnowledgeConfig, KnowledgeRetriever, RetrievedKnowledge, render, select_with_model
-from teachbot.knowledge.store import KnowledgeImportReport, KnowledgeStore
+from teachbot.knowledge.store import KnowledgeStore
+from teachbot.knowledge.store_protocol import KnowledgeImportReport
 
 __all__ = [
     "DEFAULT_SCOPE",

@@ -31,7 +31,8 @@ from typing import Any
 import psycopg
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError
-from teachbot.knowledge.store import KnowledgeImportReport, _prepare
+from teachbot.knowledge.store import _prepare
+from teachbot.knowledge.store_protocol import KnowledgeImportReport
 from teachbot.memory.pg_schema import SHARED_VALUES
 from teachbot.storage.files import QUARANTINE, SUFFIX, file_lock, fsync_dir, quarantine, write_atomic
 from teachbot.storage.pg_link import DatabaseAway, PgLink, ensure_tables

@@ -23,10 +23,10 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError, utc_now_iso
+from teachbot.knowledge.store_protocol import KnowledgeImportReport
 from teachbot.memory.store import write_failure
 from teachbot.storage.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
@@ -37,15 +37,6 @@ QUARANTINE_NAME = "quarantine"
 # (directory mtimes have coarse granularity: a change in the same clock tick must not be missed).
 _RACY_NS = 1_000_000_000
 _WHAT = "knowledge store"
-
-
-@dataclass(frozen=True)
-class KnowledgeImportReport:
-    """What an import did: ids written, ids skipped (already stored, or twice in the file), bad lines ('file:line: why')."""
-
-    added: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 class KnowledgeStore:

@@ -9,7 +9,8 @@ from teachbot.memory.embedding import CachedEmbedder, Embedder, EmbeddingCache, 
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, UnknownExampleError
 from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever, query_vector
-from teachbot.memory.store import ImportReport, MemoryStore
+from teachbot.memory.store import MemoryStore
+from teachbot.memory.store_protocol import ImportReport
 
 __all__ = [
     "LEARNED",

@@ -18,12 +18,13 @@ from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cac
 from teachbot.memory.example import InteractionExample
 from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever
 from teachbot.memory.store import SNAPSHOT_MIN, MemoryStore, _gc_paused
+from teachbot.memory.store_protocol import ExampleStore
 
 
 class EpisodicMemory:
     """A MemoryStore plus a Retriever over it."""
 
-    def __init__(self, store: MemoryStore, embedder: Embedder, retrieval: RetrievalConfig | None = None) -> None:
+    def __init__(self, store: ExampleStore, embedder: Embedder, retrieval: RetrievalConfig | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.retriever = Retriever(embedder, retrieval)

@@ -41,7 +41,8 @@ from teachbot.memory.pg_listen import Listener
 from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
 from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
 from teachbot.memory.pg_spool import Spool, SpooledLesson
-from teachbot.memory.store import ImportReport, _prepare, read_seeds
+from teachbot.memory.store import _prepare, read_seeds
+from teachbot.memory.store_protocol import ImportReport
 from teachbot.storage.files import write_atomic
 from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, safe_dsn
 

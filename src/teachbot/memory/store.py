@@ -45,7 +45,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +60,7 @@ from teachbot.memory.example import (
     utc_now_iso,
     validate_learned,
 )
+from teachbot.memory.store_protocol import ImportReport
 from teachbot.storage.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
 
 log = logging.getLogger(__name__)
@@ -76,14 +76,6 @@ _SNAPSHOT_HEAD = struct.Struct("<8sI")  # magic, length of the JSON header that 
 _FIELDS = tuple(f.name for f in dataclasses.fields(InteractionExample))
 _TEXT_FIELDS = tuple(name for name in _FIELDS if name != "instructions")
 _INSTRUCTIONS_AT = _FIELDS.index("instructions")
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    """Ids written by an import, and ids skipped because the store already had them."""
-
-    added: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
 
 
 class MemoryStore:

@@ -68,10 +68,10 @@ class ConfirmedLessons:
     def reply(reply: Any) -> LearnReply:
         """The core's LearnReply of an Improve response (its example: the lesson stored or the candidate)."""
         lesson = from_msg(reply.example) if reply.example.transcript else None
-        return LearnReply(bool(reply.stored), str(reply.message), lesson, str(reply.example_id))
+        return LearnReply(bool(reply.stored), str(reply.message), lesson, str(reply.example_id), tuple(reply.knowledge))
 
     def store(self, lesson: InteractionExample, timeout: float) -> LearnReply:
-        """Store a lesson the person confirmed through memory/add (the core's Learner.store)."""
+        """Store a lesson the person confirmed through memory/add (the core's LearningCall.store)."""
         if not self.memory.service_is_ready():
             return LearnReply(False, "the memory node is not running (memory/add)")
         try:

@@ -405,13 +405,13 @@ class InteractionManagerNode(Node):
         return [render_example(e) for e in reply.examples]
 
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
-        """The core's Learner: improvement/improve with the request's deadline."""
+        """The core's LearningCall: improvement/improve with the request's deadline."""
         reply = self._improve(request, timeout, False, "learn_from_interaction() is not available: the improvement node "
                                                        "is not running (ros2 run teachbot improvement)")
         return self.lessons.reply(reply)
 
     def store(self, lesson: InteractionExample, timeout: float) -> LearnReply:
-        """The core's Learner.store: a lesson the person confirmed, through memory/add."""
+        """The core's LearningCall.store: a lesson the person confirmed, through memory/add."""
         return self.lessons.store(lesson, timeout)
 
     def distill(self, request: LearnRequest, timeout: float) -> LearnReply:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from teachbot.errors import MemoryStoreError
 from teachbot.knowledge.store import KnowledgeStore
+from teachbot.knowledge.store_protocol import KnowledgeBase
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.embedding import Embedder, SentenceTransformerEmbedder, cached
 from teachbot.memory.episodic import EpisodicMemory
@@ -51,7 +52,7 @@ def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, e
                          shared=config.scope, embedder=embedder, listen=listen)
 
 
-def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "", offline_ok: bool = True) -> Any:
+def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "", offline_ok: bool = True) -> KnowledgeBase:
     """The knowledge base on ``config``'s backend: files in ``directory`` (default: the config's knowledge_dir), or
     the fleet database (``dsn`` overrides the config's; entries queued in ``<spool_dir>/knowledge`` while it is away;
     ``offline_ok`` False: reads raise while it is away, as the commands want)."""
@@ -63,7 +64,7 @@ def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str
                             offline_ok=offline_ok)
 
 
-def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> Any:
+def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> TaskLogStore:
     """The task logs in ``directory`` (default: the config's tasks_dir); on the postgres backend (or with ``dsn``)
     copied into the fleet database and restored from it, under ``robot_id`` (default: this robot's)."""
     if config.backend != "postgres" and not dsn:

@@ -1,4 +1,6 @@
-"""The learning call as the console sees it: a request with a deadline, answered by a ``Learner``.
+"""The learning call as the console sees it: a request with a deadline, answered by a ``LearningCall``
+(in this process :class:`teachbot.learning.learner.Learner`; over ROS the interaction manager's client of the
+improvement node, which runs the same ``Learner``).
 
 The improvement chain runs elsewhere (the improvement node); the console waits until the deadline
 and a little more, the learner stores nothing after the deadline, so a lesson is never stored after
@@ -6,7 +8,7 @@ the console has already shown that learning timed out.
 
 Confirm-before-store (teachbot.interaction.confirm): a request with ``store=False`` makes the learner
 store nothing and answer with the candidate lesson instead; the console reads its one sentence back to
-the person and stores it through :meth:`Learner.store` only once they agree. A request that carries the
+the person and stores it through :meth:`LearningCall.store` only once they agree. A request that carries the
 person's own ``improvement`` sentence (their edit) skips the model's problem and how-to-do-better answers.
 """
 
@@ -42,9 +44,10 @@ class LearnReply:
     message: str  # what the robot will do differently, or why nothing was learned
     lesson: InteractionExample | None = None  # the lesson stored, or the candidate of a store=False request
     example_id: str = ""  # its id in memory when stored
+    knowledge: tuple[str, ...] = ()  # the knowledge distilled and stored by the same call (DROC)
 
 
-class Learner(Protocol):
+class LearningCall(Protocol):
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
         """Run the chain; raise NotAvailableError when no learner runs, TimeoutError past ``timeout`` s."""
         ...

@@ -1,0 +1,263 @@
+"""The one learner: learn_from_interaction() from a transcript to a stored lesson and distilled knowledge.
+
+The improvement chain (:class:`~teachbot.learning.improver.Improver`) turns the transcript into a lesson;
+the learner gives it its provenance (:class:`~teachbot.memory.example.InteractionExample`), stores it
+while at least ``store_margin`` seconds are left before the request's deadline (a caller that gave up at
+its deadline never finds a lesson stored behind its back), or hands it back unstored as the candidate
+of a confirm-before-store request. Then, and instead of the chain for :meth:`Learner.distill`, the
+knowledge extractor (DROC) distils typed entries from the corrections and stores them the same way.
+
+Where lessons and knowledge go is given: the improvement node stores through the memory node's
+services (teachbot.nodes.improvement_node), the evaluations and the soak bench into their own
+stores in this process (:class:`MemoryLessons`, :class:`StoreKnowledge`). Everything else is this class.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from teachbot.config import load_yaml, resolve_config
+from teachbot.errors import MemoryStoreError
+from teachbot.knowledge.entry import KnowledgeEntry
+from teachbot.knowledge.extractor import KnowledgeExtractor
+from teachbot.language.registry import NotAvailableError
+from teachbot.language.transcript import Transcript
+from teachbot.learning.call import LearnReply, LearnRequest
+from teachbot.learning.improver import Improver, Lesson, deadline_message
+from teachbot.memory.example import InteractionExample, utc_now_iso
+
+STORE_WAIT = 0.5  # seconds to wait for a knowledge store to show up before distilling nothing
+NO_STORE = "nothing distilled: no memory node serves memory/add_knowledge"
+ImageOf = Callable[[str], "tuple[list[float], str] | None"]
+
+
+def learning_config(config: str = "learning") -> dict[str, Any]:
+    """The ``learning`` section of config/learning.yaml (or of the file ``config`` names): mode, deadline, store_margin."""
+    return dict(load_yaml(resolve_config(config))["learning"])
+
+
+class LessonSink(Protocol):
+    """Where a lesson is stored."""
+
+    def add(self, example: InteractionExample) -> str:
+        """Store ``example``; its id. MemoryStoreError or NotAvailableError (the message says why) when it cannot."""
+        ...
+
+
+class KnowledgeSink(Protocol):
+    """Where distilled knowledge is stored."""
+
+    def ready(self, wait: float) -> bool:
+        """Whether something keeps knowledge (finding out within ``wait`` seconds)."""
+        ...
+
+    def add(self, entries: Sequence[KnowledgeEntry]) -> list[str]:
+        """Store ``entries``; their ids. MemoryStoreError (the message says why) when they cannot be stored."""
+        ...
+
+
+class MemoryLessons:
+    """Lessons into an episodic memory (or any store with ``add(example) -> id``) in this process."""
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+
+    def add(self, example: InteractionExample) -> str:
+        return str(self.memory.add(example))
+
+
+class StoreKnowledge:
+    """Knowledge into a knowledge store in this process (``add(entry) -> id``)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def ready(self, wait: float) -> bool:
+        return True
+
+    def add(self, entries: Sequence[KnowledgeEntry]) -> list[str]:
+        return [str(self.store.add(entry)) for entry in entries]
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What one learning call did: the chain's ``lesson`` (None for distillation alone), the example built
+    from it (stored, or the candidate), and the knowledge stored."""
+
+    stored: bool
+    message: str
+    lesson: Lesson | None = None
+    example: InteractionExample | None = None
+    example_id: str = ""
+    knowledge: tuple[str, ...] = ()
+    knowledge_ids: tuple[str, ...] = ()
+
+    def reply(self) -> LearnReply:
+        """The console's view of it."""
+        return LearnReply(self.stored, self.message, self.example, self.example_id, self.knowledge)
+
+
+class Learner:
+    """learn_from_interaction() behind the console's learning call (teachbot.learning.call.LearningCall).
+
+    ``improver(profile)`` and ``extractor(profile)`` give the chain and the knowledge extractor of a robot API
+    profile; ``lessons`` and ``knowledge`` say where their results go (None: nowhere, so a lesson is not
+    stored and nothing is distilled). ``images(until)`` gives, per request, the function that finds an
+    object's crop vector and its embedder before ``until`` (time.monotonic()). ``distill`` False (with
+    ``why_not_distill``) turns distillation off. ``cancelled`` stops a running chain before its next model call.
+    """
+
+    def __init__(self, improver: Callable[[str], Improver], lessons: LessonSink | None, *,
+                 extractor: Callable[[str], KnowledgeExtractor] | None = None, knowledge: KnowledgeSink | None = None,
+                 images: Callable[[float], ImageOf | None] | None = None, store_margin: float = 2.0, robot_id: str = "",
+                 distill: bool = True, why_not_distill: str = "", cancelled: Callable[[], bool] | None = None,
+                 log: Callable[[str], None] = lambda line: None, warn: Callable[[str], None] | None = None) -> None:
+        self.improver, self.lessons = improver, lessons
+        self.extractor, self.knowledge, self.images = extractor, knowledge, images
+        self.store_margin, self.robot_id = store_margin, robot_id
+        self.distilling = distill and extractor is not None
+        self.why_not_distill = why_not_distill or "no knowledge extractor is configured"
+        self.cancelled = cancelled
+        self.log, self.warn = log, warn or log
+        self.distilled: list[KnowledgeEntry] = []  # every entry stored, oldest first
+        self._lock = threading.Lock()  # one chain at a time; a request queued behind another keeps its own deadline
+
+    @classmethod
+    def in_process(cls, improver: Improver, memory: Any = None, *, extractor: KnowledgeExtractor | None = None,
+                   knowledge: Any = None, image_of: ImageOf | None = None, store_margin: float | None = None,
+                   log: Callable[[str], None] = lambda line: None) -> Learner:
+        """The learner of the evaluations and the soak bench: lessons into ``memory`` (an episodic memory; None:
+        none kept), knowledge from ``extractor`` into ``knowledge`` (a KnowledgeStore), the store margin of
+        config/learning.yaml unless given."""
+        margin = float(learning_config().get("store_margin", 2.0)) if store_margin is None else store_margin
+        return cls(lambda _profile: improver, MemoryLessons(memory) if memory is not None else None,
+                   extractor=(lambda _profile: extractor) if extractor is not None else None,
+                   knowledge=StoreKnowledge(knowledge) if knowledge is not None else None,
+                   images=(lambda _until: image_of) if image_of is not None else None, store_margin=margin, log=log)
+
+    # ------------------------------------------------------------------ the console's learning call
+    def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
+        """The improvement chain, the lesson stored (or handed back as the candidate), then distillation."""
+        return self.learn(request).reply()
+
+    def store(self, lesson: InteractionExample, timeout: float) -> LearnReply:
+        """Store a lesson the person confirmed."""
+        if self.lessons is None:
+            return LearnReply(False, "the lesson could not be stored: this learner keeps no lessons")
+        try:
+            example_id = self.lessons.add(lesson)
+        except (MemoryStoreError, NotAvailableError) as exc:
+            return LearnReply(False, f"the lesson could not be stored: {exc}")
+        self.log(f"lesson stored as {example_id} after the person confirmed it")
+        return LearnReply(True, lesson.improvement, lesson.replace(id=example_id), example_id)
+
+    def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
+        """Knowledge only (the end of a task with corrections); ``stored`` says whether any was stored."""
+        return self.distill_only(request).reply()
+
+    # ------------------------------------------------------------------ with everything it did
+    def learn(self, request: LearnRequest) -> Learned:
+        """One learning call; an exception of the chain (an LLM outage) goes to the caller."""
+        seconds = request.deadline - time.time()
+        if seconds <= 0:
+            return self._refused(deadline_message(seconds))
+        deadline = time.monotonic() + seconds
+        with self._lock:
+            lesson = self.improver(request.profile).learn(
+                request.transcript, scene_objects=list(request.scene_objects), deadline=deadline, cancelled=self.cancelled,
+                problem=request.problem, improvement=request.improvement)
+        for note in lesson.notes:
+            self.log(f"episode {request.episode_id or '?'}: {note}")
+        learned = self._store_lesson(request, lesson, deadline, seconds)
+        # after the chain, whatever its verdict: the corrections may still teach facts (not for a candidate: it stores nothing)
+        if request.store and self._can_distill(deadline):
+            texts, ids, _ = self._distill(request, deadline)
+            learned = replace(learned, knowledge=texts, knowledge_ids=ids)
+            if ids:
+                self.log(f"episode {request.episode_id or '?'}: {len(ids)} knowledge entr{'y' if len(ids) == 1 else 'ies'} stored")
+        return learned
+
+    def distill_only(self, request: LearnRequest) -> Learned:
+        """Distillation without the chain."""
+        seconds = request.deadline - time.time()
+        if seconds <= 0:
+            return self._refused(deadline_message(seconds))
+        if not self.distilling:
+            return self._refused(f"nothing distilled: {self.why_not_distill}")
+        deadline = time.monotonic() + seconds
+        if deadline - time.monotonic() < self.store_margin:
+            return self._refused(deadline_message(seconds))
+        texts, ids, message = self._distill(request, deadline)
+        return Learned(bool(ids), message, knowledge=texts, knowledge_ids=ids)
+
+    def _refused(self, message: str, prefix: str = "") -> Learned:
+        self.log(prefix + message)
+        return Learned(False, message)
+
+    def _store_lesson(self, request: LearnRequest, lesson: Lesson, deadline: float, seconds: float) -> Learned:
+        if not lesson.ok:
+            return replace(self._refused(lesson.reason, "lesson discarded: "), lesson=lesson)
+        example = InteractionExample(
+            profile=request.profile, source="learned", transcript=lesson.transcript,
+            instructions=tuple(Transcript.parse(lesson.transcript).instructions()), problem=lesson.problem,
+            improvement=lesson.improvement, scope=lesson.scope, episode_id=request.episode_id,
+            author_model=self.improver(request.profile).model.name, created=utc_now_iso())
+        if not request.store:  # the caller reads it back to the person and stores it once they agree
+            self.log(f"episode {request.episode_id or '?'}: candidate lesson for the person to confirm: {lesson.reason}")
+            return Learned(False, lesson.reason, lesson, example)
+        left = deadline - time.monotonic()
+        if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
+            message = deadline_message(seconds) if left <= 0 else (
+                f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
+                "the lesson); nothing was stored")
+            return replace(self._refused(message), lesson=lesson, example=example)
+        if self.lessons is None:
+            return replace(self._refused("the lesson could not be stored: this learner keeps no lessons"), lesson=lesson)
+        try:
+            example_id = self.lessons.add(example)
+        except (MemoryStoreError, NotAvailableError) as exc:
+            message = f"the lesson could not be stored: {exc}"
+            self.warn(message)
+            return Learned(False, message, lesson, example)
+        self.log(f"lesson stored as {example_id}: {lesson.reason}")
+        return Learned(True, lesson.reason, lesson, example.replace(id=example_id), example_id)
+
+    # ------------------------------------------------------------------ distillation
+    def _can_distill(self, deadline: float) -> bool:
+        return self.distilling and deadline - time.monotonic() >= self.store_margin
+
+    def _distill(self, request: LearnRequest, deadline: float) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+        """Distil and store; (texts, ids, what happened). Entries come while the store margin is still ahead."""
+        until = deadline - self.store_margin
+        if self.knowledge is None or not self.knowledge.ready(max(0.0, min(STORE_WAIT, until - time.monotonic()))):
+            self.log(NO_STORE)
+            return (), (), NO_STORE
+        assert self.extractor is not None  # distilling is on only with one
+        try:
+            with self._lock:
+                entries = self.extractor(request.profile).extract(
+                    request.transcript, scene_objects=list(request.scene_objects), episode_id=request.episode_id,
+                    robot_id=self.robot_id, image_of=self.images(until) if self.images is not None else None, deadline=until)
+        except Exception as exc:  # noqa: BLE001 - a bad transcript or config is an answer, not a crash
+            message = f"nothing distilled: {type(exc).__name__}: {exc}"
+            self.warn(message)
+            return (), (), message
+        if not entries:
+            return (), (), "nothing distilled: the interaction holds no correction to remember"
+        if deadline - time.monotonic() < self.store_margin:
+            message = f"{len(entries)} knowledge entries distilled too late (under {self.store_margin:g} s to the deadline); nothing stored"
+            self.log(message)
+            return (), (), message
+        try:
+            ids = tuple(self.knowledge.add(entries))
+        except MemoryStoreError as exc:
+            message = f"the knowledge could not be stored: {exc}"
+            self.warn(message)
+            return (), (), message
+        self.distilled += entries
+        texts = tuple(e.text for e in entries)
+        return texts, ids, "learned: " + " ".join(texts)
