@@ -16,13 +16,13 @@ import yaml
 from timing import pytest_timeout
 
 from teachbot.errors import ConfigError
-from teachbot.evaluation.droc_tasks import PROFILES, DrocTask, ThingTruth, Truth, load_tasks, variants_by_role
+from teachbot.evaluation.droc_tasks import DrocTask, ThingTruth, Truth, load_tasks, variants_by_role
 from teachbot.evaluation.droc_worlds import DrocWorlds, droc_catalog
 from teachbot.knowledge.descriptor import ColourDepthDescriptor
 from teachbot.knowledge.grounding import CorrectionConfig, ground
 from teachbot.knowledge.retriever import KnowledgeConfig
 from teachbot.paths import config_path
-from teachbot.robot_profile import RobotProfile
+from teachbot.simrobot.factory import sim_profile
 from teachbot.skills.parameters import SkillParameters
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
@@ -80,7 +80,7 @@ def test_the_corrected_value_is_what_a_bit_steps_give(worlds, task, variant) -> 
     worlds.load(task, variant)
     truth = worlds.truth(task.world)
     size = truth.get(variant.object).size if variant.object in truth.objects else None
-    declared = SkillParameters.load(task.world, RobotProfile.load(PROFILES[task.world])).declared(task.skill)[task.parameter]
+    declared = SkillParameters.load(task.world, sim_profile(task.world)).declared(task.skill)[task.parameter]
     config = CorrectionConfig.load()
     value, target = task.default(), variant.corrected[task.parameter]
     sign = 1 if target > value else -1

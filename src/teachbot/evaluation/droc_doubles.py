@@ -36,14 +36,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from teachbot.evaluation.doubles import _said, current_transcript, literal_call
-from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, Variant
+from teachbot.evaluation.droc_tasks import Call, DrocTask, Variant
 from teachbot.knowledge.correction import rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
 from teachbot.language.prompts import CURRENT_HEADER
 from teachbot.language.transcript import NOTE_PREFIX, Transcript
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.robot_profile import RobotProfile
+from teachbot.simrobot.factory import sim_profile
 from teachbot.skills.household_signatures import HOUSEHOLD_TARGETS
 from teachbot.skills.parameters import SkillParameters
 
@@ -225,7 +225,7 @@ class InteractionDouble(ScriptedModel):
 @functools.cache
 def _bound(world: str) -> SkillParameters:
     """The world's skill parameters bound to its simulated robot (profile defaults filled in)."""
-    return SkillParameters.load(world, RobotProfile.load(PROFILES[world]))
+    return SkillParameters.load(world, sim_profile(world))
 
 
 def at_limit(transcript: Transcript) -> str:

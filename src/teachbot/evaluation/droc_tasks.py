@@ -32,11 +32,10 @@ import yaml
 from teachbot.config import load_yaml_list
 from teachbot.errors import ConfigError
 from teachbot.paths import config_path
-from teachbot.robot_profile import RobotProfile
+from teachbot.simrobot.factory import sim_profile
 from teachbot.skills.parameters import SkillParameters
 
 WORLDS = ("household", "tabletop")
-PROFILES = {"household": "household_sim", "tabletop": "panda_sim"}
 LEVELS = ("skill", "plan")
 ROLES = ("teach", "same", "similar", "dissimilar")
 TASK_FILES = ("household.yaml", "tabletop.yaml")
@@ -292,7 +291,7 @@ _CHECKS = {"held": _held, "handed_over": _handed_over, "placed": _placed, "rests
 # ---------------------------------------------------------------------- loading
 @functools.cache
 def _parameters(world: str) -> SkillParameters:
-    return SkillParameters.load(world, RobotProfile.load(PROFILES[world]))
+    return SkillParameters.load(world, sim_profile(world))
 
 
 def _fill(value: Any, obj: str) -> Any:

@@ -23,20 +23,18 @@ import pybullet as pb
 
 from teachbot.config import load_yaml, require
 from teachbot.errors import ConfigError
-from teachbot.evaluation.droc_tasks import PROFILES, Call, DrocTask, ThingTruth, Truth, Variant
+from teachbot.evaluation.droc_tasks import Call, DrocTask, ThingTruth, Truth, Variant
 from teachbot.knowledge.descriptor import crop_object
 from teachbot.paths import config_path
-from teachbot.robot_profile import RobotProfile
 from teachbot.sim.camera import CameraSpec
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
-from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
-from teachbot.skills.household import HouseholdSkills
+from teachbot.simrobot.factory import SIM_PROFILES, make_skills, make_world, sim_profile
 from teachbot.skills.library import SkillLibrary, SkillOutcome
-from teachbot.world.household_layout import HouseholdLayout, surface_offset
+from teachbot.world.household_layout import surface_offset
 from teachbot.world.household_objects import Catalog, parse_type
 from teachbot.world.household_scene import household_scene_from_yaml
-from teachbot.world.scene import TabletopConfig, scene_from_yaml
+from teachbot.world.scene import scene_from_yaml
 
 SETTLE = 0.3  # seconds of physics after a scene reset
 CAMERA = {"width": 200, "height": 150, "fov_y": 45.0}  # the object camera: small crops, as a hand camera sees them
@@ -113,26 +111,18 @@ class DrocWorlds:
 
     def world(self, kind: str) -> HouseholdWorld | TabletopWorld:
         """The world of type ``kind``, created on first use."""
-        if kind not in PROFILES:
-            raise ConfigError(f"unknown world {kind!r}; use one of {', '.join(PROFILES)}")
+        if kind not in SIM_PROFILES:
+            raise ConfigError(f"unknown world {kind!r}; use one of {', '.join(SIM_PROFILES)}")
         if kind not in self._worlds:
-            profile = RobotProfile.load(PROFILES[kind])
             if kind == "household":
                 self._catalog = self._catalog or droc_catalog()
-                self._worlds[kind] = HouseholdWorld(profile, HouseholdLayout.load(), self._catalog)
-            else:
-                self._worlds[kind] = TabletopWorld(profile, TabletopConfig.load())
+            self._worlds[kind] = make_world(sim_profile(kind), catalog=self._catalog if kind == "household" else None)
         return self._worlds[kind]
 
     def skills(self, kind: str) -> SkillLibrary:
         """The skill library on the world of type ``kind`` (household skills for the household)."""
         if kind not in self._skills:
-            world = self.world(kind)
-            arm = DirectArm(world)
-            if isinstance(world, HouseholdWorld):
-                self._skills[kind] = HouseholdSkills(world.profile, arm, DirectBase(world), WorldHousehold(world), world.layout)
-            else:
-                self._skills[kind] = SkillLibrary(world.profile, arm, WorldObjects(world))
+            self._skills[kind] = make_skills(self.world(kind))
         return self._skills[kind]
 
     # ------------------------------------------------------------------ scenes and truth

@@ -23,7 +23,8 @@ from teachbot.evaluation.droc_worlds import droc_catalog
 from teachbot.paths import config_path
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_world import HouseholdObject, HouseholdWorld
-from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, yaw_of
+from teachbot.simrobot.direct import yaw_of
+from teachbot.simrobot.factory import make_skills, make_world
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.library import FINGERTIP_DEPTH
 from teachbot.world.household_layout import HouseholdLayout
@@ -79,14 +80,17 @@ class MultitaskWorld:
     def world(self) -> HouseholdWorld:
         """The simulated world, created on first use (without objects until :meth:`load`)."""
         if self._world is None:
-            self._world = HouseholdWorld(RobotProfile.load(self._profile), self.layout, self.catalog)
+            world = make_world(RobotProfile.load(self._profile), layout=self.layout, catalog=self.catalog)
+            assert isinstance(world, HouseholdWorld), f"{self._profile} is not a household robot"
+            self._world = world
         return self._world
 
     def skills(self) -> HouseholdSkills:
         """The household skills on the world, as the skills node would run them."""
         if self._skills is None:
-            w = self.world
-            self._skills = HouseholdSkills(w.profile, DirectArm(w), DirectBase(w), WorldHousehold(w), w.layout)
+            skills = make_skills(self.world)
+            assert isinstance(skills, HouseholdSkills)
+            self._skills = skills
         return self._skills
 
     # ------------------------------------------------------------------ scenes

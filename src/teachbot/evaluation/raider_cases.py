@@ -31,10 +31,10 @@ from teachbot.perception.localize import Observation, category_of
 from teachbot.perception.pipeline import Perception
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.tools import GroundedTools, Reach, normalise
-from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
 from teachbot.simrobot.direct import perceive_household
+from teachbot.simrobot.factory import make_world, sim_profile
 from teachbot.skills.household import CARRY_POINT
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.world.floor import BasePath, BasePose
@@ -56,7 +56,6 @@ SETUP_KEYS = ("held", "at", "support")
 # need objects beyond the arm's 0.85 m, and the workspace ends at about that distance.
 TABLE_MARGIN = 0.05
 SETTLE = 0.3  # seconds of physics after a case's setup
-PROFILES = {"household": "household_sim", "tabletop": "panda_sim"}
 
 
 @dataclass(frozen=True)
@@ -264,9 +263,9 @@ class CaseWorlds:
         if kind not in WORLDS:
             raise ConfigError(f"unknown world {kind!r}; use one of {', '.join(WORLDS)}")
         if kind not in self._worlds:
-            profile = RobotProfile.load(PROFILES[kind])
-            self._worlds[kind] = HouseholdWorld(profile, _layout(), _catalog()) if kind == "household" \
-                else TabletopWorld(profile, TabletopConfig.load())
+            household = kind == "household"
+            self._worlds[kind] = make_world(sim_profile(kind), layout=_layout() if household else None,
+                                            catalog=_catalog() if household else None)
         return self._worlds[kind]
 
     def load(self, case: RaiderCase) -> HouseholdWorld | TabletopWorld:

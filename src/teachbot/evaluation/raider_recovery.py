@@ -52,8 +52,7 @@ from teachbot.raider.tools import normalise
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
-from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
-from teachbot.skills.household import HouseholdSkills
+from teachbot.simrobot.factory import make_skills
 from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS
 from teachbot.skills.interfaces import CancelToken
 from teachbot.skills.library import SkillLibrary, SkillOutcome
@@ -229,8 +228,7 @@ def robot_functions(world: HouseholdWorld | TabletopWorld, person: SimulatedPers
 
 
 def _skills(world: HouseholdWorld | TabletopWorld) -> SkillLibrary:
-    library: SkillLibrary = HouseholdSkills(world.profile, DirectArm(world), DirectBase(world), WorldHousehold(world), world.layout) \
-        if isinstance(world, HouseholdWorld) else SkillLibrary(world.profile, DirectArm(world), WorldObjects(world))
+    library = make_skills(world)
     library.held = world.held_object()  # the case's setup put it in the hand
     return library
 

@@ -37,6 +37,7 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.factory import make_world
 from teachbot.world.household_scene import HouseholdScene, generate_household_scene, household_scene_from_yaml, load_household_scene
 from teachbot.world.scene import SceneSpec, TabletopConfig, generate_scene, load_scene_file, scene_from_yaml
 
@@ -87,10 +88,10 @@ class SimNode(Node):
         options = {"gui": bool(p["gui"]), "time_step": float(p["time_step"]), "grasp_assist": bool(p["grasp_assist"])}
         self.world: TabletopWorld | HouseholdWorld
         if self.household:
-            self.world = HouseholdWorld(self.profile, **options)
+            self.world = make_world(self.profile, **options)
             scene = load_household_scene(str(p["scene_file"]) or None) if not int(p["seed"]) else generate_household_scene(int(p["seed"]))
         else:
-            self.world = TabletopWorld(self.profile, self.table, **options)
+            self.world = make_world(self.profile, table=self.table, **options)
             scene = load_scene_file(str(p["scene_file"]), self.table) if p["scene_file"] else generate_scene(int(p["seed"]), self.table)
         self.frame = "map" if self.household else "base"
         self.lock = threading.RLock()
