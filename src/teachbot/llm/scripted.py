@@ -36,7 +36,6 @@ from teachbot.llm.base import (
     trim_at_stop,
 )
 from teachbot.llm.tool_calls import conversation_prompt, parse_reply, render_reply
-from teachbot.recording.bag import BagError, RecordedSession
 
 BAG_SUFFIXES = (".mcap", ".db3")  # rosbag2 storage files; their directory holds the bag's metadata.yaml
 
@@ -174,6 +173,8 @@ class ScriptedModel(RecordingModel):
 
 def _bag_completions(path: Path, role: str | None) -> dict[str, list[str]]:
     """Prompt digest -> recorded texts (in session order) of ``role`` (every role when None) in a session bag."""
+    from teachbot.recording.bag import BagError, RecordedSession  # deferred: rosbags, only to replay a session bag
+
     bag = path if path.is_dir() else path.parent
     try:
         session = RecordedSession.load(bag)
