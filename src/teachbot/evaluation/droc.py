@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.session import SessionConfig
@@ -53,6 +53,7 @@ from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
+from teachbot.evaluation.droc_worlds import DrocWorlds
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
@@ -73,10 +74,8 @@ from teachbot.learning.improver import Improver
 from teachbot.learning.learner import Learner
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory import SentenceTransformerEmbedder
+from teachbot.simrobot.direct import DirectSkills
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD, SkillParameters
-
-if TYPE_CHECKING:  # the worlds (PyBullet) load only when a run starts
-    from teachbot.evaluation.droc_worlds import DrocWorlds
 
 RESULTS, SETTINGS = "results.jsonl", "droc_settings.json"
 
@@ -115,7 +114,6 @@ class DrocModels:
 
 
 def double_models() -> DrocModels:
-
     return DrocModels(InteractionDouble(), InteractionDouble(cap=True), CorrectionDouble(), ExtractionDouble(), "doubles")
 
 
@@ -125,8 +123,6 @@ class Recorder:
     put the scene back before a retry (``reset``) and judge with the parameters the robot used."""
 
     def __init__(self, worlds: DrocWorlds, task: DrocTask, variant: Variant) -> None:
-        from teachbot.simrobot.direct import DirectSkills  # deferred: pybullet
-
         self.worlds, self.task, self.variant = worlds, task, variant
         self.inner = DirectSkills(worlds.skills(task.world))
         self.calls: list[tuple[str, dict[str, Any], bool]] = []
@@ -233,7 +229,6 @@ class MethodAgent:
     """One method's robot: its knowledge store and retriever, and an episode runner."""
 
     def __init__(self, method: DrocMethod, models: DrocModels, store_dir: Path, text_embedder: Any, descriptor: Any) -> None:
-
         self.method, self.models, self.descriptor = method, models, descriptor
         self.store = KnowledgeStore(store_dir) if method.knowledge else None
         self.retriever = KnowledgeRetriever(self.store, text_embedder, descriptor, KnowledgeConfig.load()) \
@@ -401,8 +396,6 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
         text_embedder = SentenceTransformerEmbedder()
     descriptor = ColourDepthDescriptor(KnowledgeConfig.load().descriptor)
     from tqdm import tqdm  # deferred: tqdm
-
-    from teachbot.evaluation.droc_worlds import DrocWorlds  # deferred: pybullet
 
     bar = tqdm(total=len(plan), unit="episode", disable=not show_progress, dynamic_ncols=True)
     agents: dict[str, MethodAgent] = {}

@@ -170,7 +170,6 @@ class ConsoleAgent:
     def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
                  *, person: PersonConfig, seed: int, run_timeout: float = 300.0, session: SessionConfig | None = None,
                  memory_config: Any = None, embedder: Any = None) -> None:
-
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
         self.method, self.models = method, models

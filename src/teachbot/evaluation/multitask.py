@@ -212,7 +212,6 @@ class Judge:
     relevant: dict[str, list[str]] = field(default_factory=dict)
 
     def environment(self) -> dict[str, ObjectInfo]:
-
         world = self.world.world
         catalog = world.catalog
         type_colors = {t: s.color for t, s in catalog.types.items()}
@@ -380,7 +379,6 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
-
     lines = ["| method | mode | cases | success | task retention | environment retention | actions / required |",
              "|---|---|---|---|---|---|---|"]
     for method, modes in summary.items():

@@ -36,7 +36,6 @@ class Agent:
         return api
 
     def functions(self) -> dict[str, Callable[..., Any]]:
-
         world = self.world.world
         robot = HouseholdRobot(self.recorder, self.world.object_names, world.thing_states, self.person, world.layout,
                                where=self.world.truth)

@@ -45,7 +45,6 @@ class LocalExamples:
         return str(self._settings().learned_dir)
 
     def _settings(self) -> Any:
-
         settings = MemoryConfig.load(self.config)
         if self.learned_dir:  # a store elsewhere keeps its knowledge next to it, as the memory node does
             learned = Path(self.learned_dir).expanduser().resolve()

@@ -68,7 +68,6 @@ class LocalKnowledge:
         self.retriever, self.image_of = retriever, image_of
 
     def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
-
         image = None
         if object_name and self.image_of is not None:
             try:

@@ -70,8 +70,6 @@ class ScriptedPerson:
 
     def __init__(self, node: Any, utterances: Sequence[str], leave: Callable[[], None],
                  on_line: Callable[[str], None] | None = None, prepare: Callable[[], None] | None = None) -> None:
-
-
         self.node = node
         self.utterances = list(utterances)
         self.leave = leave

@@ -109,7 +109,6 @@ def stamp_seconds(stamp) -> float:  # noqa: ANN001 - builtin_interfaces/Time
 
 
 def stamp_msg(seconds: float):  # noqa: ANN201 - builtin_interfaces/Time
-
     return Time(sec=int(seconds), nanosec=int(round((seconds % 1) * 1e9)) % 1_000_000_000)
 
 

@@ -121,7 +121,6 @@ def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: ty
 
 def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,
            done: set[tuple[str, str, str, int]]) -> None:
-
     os.environ.pop("ROS_DOMAIN_ID", None)  # the parent's id came along: reserve one of its own
     configure_loopback()
     import rclpy  # deferred: rclpy

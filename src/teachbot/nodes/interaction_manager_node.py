@@ -478,7 +478,6 @@ class _RemoteKnowledge:
         self.node = node
 
     def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
-
         client = self.node.knowledge_client
         if not client.service_is_ready():
             raise MemoryUnavailable("the memory service memory/retrieve_knowledge is not running")

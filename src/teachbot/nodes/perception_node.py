@@ -447,7 +447,6 @@ class PerceptionNode(Node):
 
 
 def rclpy_time_zero() -> Any:
-
     return Time()
 
 

@@ -87,7 +87,6 @@ class Supervisor:
         return process.pid
 
     def _spawn(self, child: Child) -> None:
-
         env = {**(self.env if self.env is not None else os.environ), "TEACHBOT_LOOPBACK": "1"}
         child.process = subprocess.Popen([sys.executable, "-m", "teachbot.nodes.run_one", spec_to_json(child.spec)],
                                          env=env, start_new_session=True, preexec_fn=_die_with_supervisor)
