@@ -188,10 +188,9 @@ class Learner:
             return self._refused(deadline_message(seconds))
         if not self.distilling:
             return self._refused(f"nothing distilled: {self.why_not_distill}")
-        deadline = time.monotonic() + seconds
-        if deadline - time.monotonic() < self.store_margin:
+        if seconds < self.store_margin:  # no time left to store what it would distil
             return self._refused(deadline_message(seconds))
-        texts, ids, message = self._distill(request, deadline)
+        texts, ids, message = self._distill(request, time.monotonic() + seconds)
         return Learned(bool(ids), message, knowledge=texts, knowledge_ids=ids)
 
     def _refused(self, message: str, prefix: str = "") -> Learned:

@@ -1,7 +1,8 @@
 """The LLM layer: one ``Model`` interface, three backends (OpenAI-compatible HTTP, local transformers, scripted).
 
 ROS-free. ``model_from_config(load_llm_config(), role)`` builds the backend that config/llm.yaml names
-for a role; ``OpenAIModel`` and ``TransformersModel`` import their heavy packages only when built.
+for a role; ``TransformersModel`` imports transformers and torch only when built, and ``OpenAIModel`` (which
+needs the ``openai`` package to import) is loaded on first access.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from teachbot.llm.transformers_model import TransformersModel
 
 if TYPE_CHECKING:
     from teachbot.llm.openai_model import OpenAIModel
-    from teachbot.llm.transformers_model import TransformersModel
 
 __all__ = [
     "BACKENDS",
@@ -38,12 +38,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """Lazy access to the backends that pull in ``openai`` or ``transformers``/``torch``."""
+    """Lazy access to the backend that pulls in ``openai``."""
     if name == "OpenAIModel":
         from teachbot.llm.openai_model import OpenAIModel  # deferred: openai
 
         return OpenAIModel
-    if name == "TransformersModel":
-
-        return TransformersModel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

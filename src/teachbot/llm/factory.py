@@ -115,7 +115,7 @@ def model_from_config(
     on_completion: CompletionListener | None = None,
     source: str = "config/llm.yaml",
 ) -> Model:
-    """The ``Model`` configured for ``role``; backends are imported only when used."""
+    """The ``Model`` configured for ``role``; the openai backend is imported only when used."""
     settings = role_settings(raw, role, source)
     backend = settings["backend"]
     kwargs = {k: settings[k] for k in _BACKEND_KEYS[backend] if k in settings}

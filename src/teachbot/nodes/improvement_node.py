@@ -41,7 +41,7 @@ from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.learning.call import LearnRequest
-from teachbot.learning.improver import Improver, deadline_message
+from teachbot.learning.improver import Improver
 from teachbot.learning.learner import STORE_WAIT, Learned, Learner, learning_config
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
@@ -192,8 +192,6 @@ class ImprovementNode(Node):
         learn = LearnRequest(request.profile or "tabletop", request.episode_id, request.transcript,
                              tuple(request.scene_objects), wall, store=not request.candidate_only,
                              problem=request.problem, improvement=request.improvement)
-        if wall - time.time() <= 0:
-            return self._answer(response, Learned(False, deadline_message(wall - time.time())))
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory node's answers must be able to arrive on a single-threaded executor)
         work = self._workers.submit(self.learner.distill_only if request.distill_only else self.learner.learn, learn)
