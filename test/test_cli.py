@@ -189,3 +189,11 @@ def test_sim_runs_until_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert rest.splitlines()[-2:] == ["stopping ...", "stopped"]
     assert "Traceback" not in err
+
+
+def test_the_demo_finds_its_shipped_session():
+    """`make demo` replays test/bags/learning_episode when no LLM is configured; the path follows the module."""
+    from teachbot.nodes.demo_session import SHIPPED_SESSION
+
+    assert Path(__file__).resolve().parent / "bags" / "learning_episode" == SHIPPED_SESSION
+    assert (SHIPPED_SESSION / "metadata.yaml").is_file()

@@ -29,7 +29,7 @@ from teachbot.paths import config_path
 from teachbot.recording.bag import RecordedSession, SessionSpec
 from teachbot.world.scene import TabletopConfig, load_scene_file
 
-SHIPPED_SESSION = Path(__file__).resolve().parents[2] / "test" / "bags" / "learning_episode"
+SHIPPED_SESSION = Path(__file__).resolve().parents[3] / "test" / "bags" / "learning_episode"  # src/teachbot/nodes/ -> the repository
 GIF_WIDTH = 320
 GIF_FRAME_MS = 250
 
