@@ -182,13 +182,13 @@ def measure_retrieval(dsn: str, size: int, runs: int, scratch: Path) -> dict[str
         for r in range(RECALL_QUERIES):  # the exact top-K once per query, then the index at each ef_search
             query = [f"recall {r} newest", f"recall {r} before", f"recall {r} first"]
             vector = query_vector(np.asarray(embedder.embed(query), dtype=np.float32), memory.retriever.config.gamma)
-            exact = {row[0] for row in store._run(lambda conn, v=vector: memory._search(conn, v, "", K, exact=True))[:K]}
+            exact = {row[0] for row in store.link.run(lambda conn, v=vector: memory._search(conn, v, "", K, exact=True))[:K]}
             recalls.append(len(exact & {f.example.id for f in memory.retrieve(query)}) / K)
             for ef in EF_SWEEP:
-                elapsed, rows = C.timed(lambda v=vector, ef=ef: store._run(lambda conn: memory._search(conn, v, "", ef, exact=False)))
+                elapsed, rows = C.timed(lambda v=vector, ef=ef: store.link.run(lambda conn: memory._search(conn, v, "", ef, exact=False)))
                 sweep[ef]["ms"].append(elapsed * 1000)
                 sweep[ef]["recall"].append(len(exact & {row[0] for row in rows[:K]}) / K)
-        plan = store._run(lambda conn: "\n".join(row[0] for row in conn.execute(
+        plan = store.link.run(lambda conn: "\n".join(row[0] for row in conn.execute(
             f"EXPLAIN SELECT example_id FROM teachbot_example_keys WHERE model = '{MODEL}' ORDER BY "
             f"(embedding::vector({DIM})) <#> %s::vector({DIM}) LIMIT 64", (embedder.embed(["x"])[0].tolist(),)).fetchall()))
     finally:
@@ -225,10 +225,10 @@ def measure_embedded(admin: str, size: int, scratch: Path) -> dict[str, Any]:
                 elapsed, found = C.timed(lambda q=query: memory.retrieve(q))
                 times.append(elapsed * 1000)
                 vector = query_vector(np.asarray(model.embed(query), dtype=np.float32), memory.retriever.config.gamma)
-                exact = {row[0] for row in store._run(lambda conn, v=vector: memory._search(conn, v, "", K, exact=True))[:K]}
+                exact = {row[0] for row in store.link.run(lambda conn, v=vector: memory._search(conn, v, "", K, exact=True))[:K]}
                 recalls.append(len(exact & {f.example.id for f in found}) / K)
                 for ef in EF_SWEEP:
-                    rows = store._run(lambda conn, v=vector, ef=ef: memory._search(conn, v, "", ef, exact=False))
+                    rows = store.link.run(lambda conn, v=vector, ef=ef: memory._search(conn, v, "", ef, exact=False))
                     sweep[ef].append(len(exact & {row[0] for row in rows[:K]}) / K)
         finally:
             store.close()

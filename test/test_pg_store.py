@@ -350,18 +350,19 @@ def test_crash_of_the_server_keeps_committed_lessons(stores: Callable[..., PgMem
 
 def test_spooled_lessons_are_written_once_and_conflicts_set_aside(stores: Callable[..., PgMemoryStore], tmp_path: Path,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
-    from teachbot.memory.pg_spool import Spool, SpooledLesson
+    from teachbot.memory.pg_store import LESSONS
+    from teachbot.storage.spool import Spool
 
     first = stores("r1")
     committed = learned("sent", "tabletop", "committed, but the answer was lost").replace(created="2026-01-01T00:00:00.000+00:00")
     first.add(committed)
     first.add(learned("taken", "tabletop", "the fleet's lesson"))
-    spool = Spool(tmp_path / "spool-again")
-    spool.put(SpooledLesson(committed, "r1", "fleet"))  # the retry of an add whose commit did happen
-    spool.put(SpooledLesson(learned("taken", "tabletop", "another lesson under the same id").replace(
-        created="2026-01-02T00:00:00.000+00:00"), "r1", "fleet"))
-    spool.put(SpooledLesson(learned("fresh", "household", "queued while away").replace(
-        created="2026-01-03T00:00:00.000+00:00"), "r1", "robot"))
+    spool = Spool(tmp_path / "spool-again", LESSONS)
+    spool.put(committed, "r1", "fleet")  # the retry of an add whose commit did happen
+    spool.put(learned("taken", "tabletop", "another lesson under the same id").replace(
+        created="2026-01-02T00:00:00.000+00:00"), "r1", "fleet")
+    spool.put(learned("fresh", "household", "queued while away").replace(
+        created="2026-01-03T00:00:00.000+00:00"), "r1", "robot")
     with caplog.at_level(logging.WARNING):
         again = stores("r1", spool_dir=tmp_path / "spool-again")
     assert spool.ids() == set()

@@ -13,8 +13,8 @@ Guarantees, as the examples' (teachbot.memory.pg_store):
 - every read catches up with what was committed since the last one (one query by sequence number), so an entry
   a robot learns is in the others' retrieval at their next use;
 - the database going away is one warning line (teachbot.storage.pg_link): reads serve the entries read before,
-  and ``add`` queues the entry durably in the spool directory (one atomic file each), written by a background
-  retry as soon as the database is back.
+  and ``add`` queues the entry durably in the spool directory (teachbot.storage.spool, as the examples' spool),
+  written by a background retry as soon as the database is back.
 
 Who sees an entry: the fleet (``shared`` 'fleet') or only the robot that learned it ('robot').
 """
@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError
 from teachbot.knowledge.store import _prepare
 from teachbot.knowledge.store_protocol import KnowledgeImportReport
-from teachbot.memory.pg_schema import SHARED_VALUES
-from teachbot.storage.files import QUARANTINE, SUFFIX, file_lock, fsync_dir, quarantine, write_atomic
-from teachbot.storage.pg_link import DatabaseAway, PgLink, ensure_tables
+from teachbot.storage.files import write_jsonl
+from teachbot.storage.pg_link import SHARED_VALUES, DatabaseAway, PgLink, ensure_tables
+from teachbot.storage.spool import Spool, SpoolFormat
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +54,11 @@ CREATE INDEX IF NOT EXISTS teachbot_knowledge_by_seq ON teachbot_knowledge (seq)
 """
 
 
+ENTRIES = SpoolFormat[KnowledgeEntry](
+    field="entry", encode=KnowledgeEntry.to_dict, decode=KnowledgeEntry.from_dict, id=lambda e: e.id,
+    created=lambda e: e.created, what="knowledge spool", error=KnowledgeError)
+
+
 def ensure_knowledge_tables(conn: psycopg.Connection) -> None:
     """The knowledge tables, created when missing."""
     ensure_tables(conn, "teachbot_knowledge", _DDL)
@@ -70,18 +73,14 @@ class PgKnowledgeStore:
             raise KnowledgeError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
             raise KnowledgeError("memory.store.robot_id is empty; name this robot (it is every entry's provenance)")
-        self.directory = Path(spool_dir)  # the local part of this store: the queue of entries waiting for the database
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KnowledgeError(f"cannot create the knowledge spool directory {self.directory}: {exc.strerror}; set "
-                                 "memory.store.spool_dir in config/memory.yaml to a writable directory") from None
+        self.spool = Spool(spool_dir, ENTRIES)  # the local part of this store: entries waiting for the database
+        self.directory = self.spool.directory
         self.robot_id, self.shared, self.offline_ok = robot_id, shared, offline_ok
         self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self.refresh, pending=lambda: bool(self._queued))
         self.where = self.link.where
         self._lock = threading.RLock()
         self._entries: dict[str, KnowledgeEntry] = {}  # the visible rows, as last read
-        self._queued: dict[str, KnowledgeEntry] = {e.id: e for e in self._read_spool()}
+        self._queued: dict[str, KnowledgeEntry] = {s.item.id: s.item for s in self.spool.items()}
         self._last_seq = 0
         self._version = 0
         self.refresh()
@@ -93,7 +92,7 @@ class PgKnowledgeStore:
 
     @property
     def quarantine_dir(self) -> Path:
-        return self.directory / QUARANTINE
+        return self.spool.quarantine_dir
 
     def __len__(self) -> int:
         self.refresh()
@@ -134,7 +133,8 @@ class PgKnowledgeStore:
         changed. While the database is away, nothing changes (and a background retry writes the queue later)."""
         try:
             changed = self._flush() if self._queued else False
-            return self.link.run(self._catch_up) or changed
+            with self._lock:  # the store's lock before the link's, as everywhere (a writer holds both too)
+                return self.link.run(self._catch_up) or changed
         except DatabaseAway as exc:
             if not self.offline_ok:
                 raise KnowledgeError(self.link.unreachable(exc, "nothing was read")) from None
@@ -165,7 +165,7 @@ class PgKnowledgeStore:
         with self._lock:
             queued = self._queued.pop(entry_id, None)
             if queued is not None:
-                self._unlink(entry_id)
+                self.spool.done(entry_id)
                 self._version += 1
             try:
                 found = self.link.run(lambda conn: self._delete(conn, entry_id))
@@ -180,11 +180,7 @@ class PgKnowledgeStore:
 
     def export_jsonl(self, path: str | Path, kind: str = "", object: str = "", task: str = "") -> int:  # noqa: A002
         """Write the matching entries to one JSON Lines file (atomically); returns how many."""
-        entries = self.list(kind=kind, object=object, task=task)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in entries).encode())
-        return len(entries)
+        return write_jsonl(path, (e.to_dict() for e in self.list(kind=kind, object=object, task=task)))
 
     def import_jsonl(self, path: str | Path) -> KnowledgeImportReport:
         """Add the entries of a JSON Lines export in one transaction: ids already stored are skipped, bad lines reported
@@ -278,13 +274,7 @@ class PgKnowledgeStore:
 
     # ------------------------------------------------------------------ the spool
     def _queue(self, entry: KnowledgeEntry, exc: DatabaseAway) -> None:
-        record = {"entry": entry.to_dict(), "robot_id": self.robot_id, "shared": self.shared}
-        try:
-            with file_lock(self.directory):
-                write_atomic(self.directory / f"{entry.id}{SUFFIX}", (json.dumps(record, ensure_ascii=False) + "\n").encode())
-        except OSError as exc2:
-            raise KnowledgeError(f"cannot queue the knowledge entry {entry.id!r} in {self.directory} while the database is "
-                                 f"unreachable: {exc2.strerror or exc2}; it was not stored") from None
+        self.spool.put(entry, self.robot_id, self.shared)
         with self._lock:
             self._queued[entry.id] = entry
             self._version += 1
@@ -292,45 +282,21 @@ class PgKnowledgeStore:
                                                   "when the database is back"))
         self.link.schedule_retry()
 
-    def _read_spool(self) -> list[KnowledgeEntry]:
-        found = []
-        for name in sorted(os.listdir(self.directory)):
-            if name.startswith(".") or not name.endswith(SUFFIX):
-                continue
-            loaded = self._load_queued(self.directory / name)
-            if loaded is not None:
-                found.append(loaded[0])
-        return found
-
-    def _load_queued(self, path: Path) -> tuple[KnowledgeEntry, str, str] | None:
-        try:
-            record: dict[str, Any] = json.loads(path.read_text())
-            entry = KnowledgeEntry.from_dict(record.get("entry"), str(path))
-            if f"{entry.id}{SUFFIX}" != path.name or record.get("shared") not in SHARED_VALUES:
-                raise KnowledgeError(f"{path}: not a queued entry of this store")
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, AttributeError) as exc:  # KnowledgeError and JSON errors are ValueErrors
-            quarantine(path, self.quarantine_dir, f"unreadable queued entry ({exc})", log, "knowledge spool")
-            return None
-        return entry, str(record.get("robot_id") or self.robot_id), str(record["shared"])
-
     def _flush(self) -> bool:
         """Write the queued entries (each its own transaction), deleting each file after its commit."""
         written = 0
-        with file_lock(self.directory), self._lock:
+        with self.spool.lock(), self._lock:
             for entry_id in sorted(self._queued, key=lambda i: (self._queued[i].created, i)):
-                loaded = self._load_queued(self.directory / f"{entry_id}{SUFFIX}")
-                if loaded is None:  # written by another process sharing this spool
+                spooled = self.spool.load(entry_id)
+                if spooled is None:  # written by another process sharing this spool
                     self._queued.pop(entry_id, None)
                     continue
-                entry, robot_id, shared = loaded
+                entry, robot_id, shared = spooled.item, spooled.robot_id or self.robot_id, spooled.shared
                 outcome = self.link.run(lambda conn, e=entry, r=robot_id, s=shared: self._insert(conn, e, r, s))
                 if outcome == "conflict":
-                    quarantine(self.directory / f"{entry_id}{SUFFIX}", self.quarantine_dir,
-                               "the database holds another entry under this id", log, "knowledge spool")
+                    self.spool.reject(entry_id, "the database holds another entry under this id")
                 else:
-                    self._unlink(entry_id)
+                    self.spool.done(entry_id)
                     written += 1
                     if shared == "fleet" or robot_id == self.robot_id:
                         self._entries[entry_id] = entry
@@ -340,10 +306,3 @@ class PgKnowledgeStore:
             log.info("knowledge store: wrote %d queued entr%s into the database at %s", written,
                      "y" if written == 1 else "ies", self.where)
         return written > 0
-
-    def _unlink(self, entry_id: str) -> None:
-        try:
-            (self.directory / f"{entry_id}{SUFFIX}").unlink()
-        except FileNotFoundError:
-            return
-        fsync_dir(self.directory)

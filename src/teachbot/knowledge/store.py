@@ -28,7 +28,7 @@ from pathlib import Path
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError, utc_now_iso
 from teachbot.knowledge.store_protocol import KnowledgeImportReport
 from teachbot.memory.store import write_failure
-from teachbot.storage.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
+from teachbot.storage.files import SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +152,7 @@ class KnowledgeStore:
 
     def export_jsonl(self, path: str | Path, kind: str = "", object: str = "", task: str = "") -> int:  # noqa: A002
         """Write the matching entries to one JSON Lines file (atomically); returns how many."""
-        entries = self.list(kind=kind, object=object, task=task)
-        data = "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in entries).encode()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-        return len(entries)
+        return write_jsonl(path, (e.to_dict() for e in self.list(kind=kind, object=object, task=task)))
 
     def import_jsonl(self, path: str | Path) -> KnowledgeImportReport:
         """Add the entries of a JSON Lines export: ids already stored are skipped, bad lines are reported

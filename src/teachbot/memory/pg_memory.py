@@ -26,8 +26,9 @@ from teachbot.memory.embedding import Embedder
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
 from teachbot.memory.pg_schema import VECTOR, embedding_literal, ensure_hnsw_index
-from teachbot.memory.pg_store import PgMemoryStore, _Offline
+from teachbot.memory.pg_store import PgMemoryStore
 from teachbot.memory.retrieval import RetrievalConfig, Retrieved, query_vector
+from teachbot.storage.pg_link import DatabaseAway
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ class PgEpisodicMemory(EpisodicMemory):
         self._dim = 0
         self._sql_lock = threading.Lock()
         self._was_sql = self.in_sql
-        self._degraded = False  # the last retrieval could not reach the database (its line was logged)
 
     @property
     def in_sql(self) -> bool:
@@ -68,9 +68,10 @@ class PgEpisodicMemory(EpisodicMemory):
             if self.store.version == self._seen_version:
                 return False
             version, examples = self.store.snapshot()
-            local = [e for e in examples if e.source != "learned" or e.id in self.store._spooled]
+            queued = self.store.queued
+            local = [e for e in examples if e.source != "learned" or e.id in queued]
             added, removed = self.retriever.sync(local)
-            if self._backfill([e for e in examples if e.source == "learned" and e.id not in self.store._spooled]):
+            if self._backfill([e for e in examples if e.source == "learned" and e.id not in queued]):
                 self._seen_version = version
             return bool(added or removed)
 
@@ -86,16 +87,10 @@ class PgEpisodicMemory(EpisodicMemory):
             return []
         local = self.retriever.retrieve(newest_first, profile, k)
         query = query_vector(np.asarray(self.embedder.embed(recent), dtype=np.float32), config.gamma)
-        try:
-            if self.store.listening and not self.store.online:  # the listener is retrying: do not wait for a connect
-                raise _Offline(self.store.last_error)
+        try:  # during an outage the link answers at once (DatabaseAway): no retrieval waits on a connect
             learned = self._nearest(query, profile, k)
-            self._degraded = False
-        except _Offline as exc:
-            if not self._degraded:  # one line per outage, not one per retrieval
-                log.warning("%s", self.store._unreachable(exc, "retrieving from the seeds and queued lessons only "
-                                                               "until it is back"))
-            self._degraded = True
+        except DatabaseAway as exc:
+            self.store.link.tell(exc, "retrieval", "retrieving from the seeds and queued lessons only until it is back")
             learned = []
         merged = sorted([*local, *learned], key=lambda r: (r.score, r.example.id))
         return merged[-k:]
@@ -105,9 +100,9 @@ class PgEpisodicMemory(EpisodicMemory):
         if not self._dim:
             return []
         limit = min(MAX_CANDIDATES, max(MIN_CANDIDATES, CANDIDATES_PER_K * k))
-        found = self.store._run(lambda conn: self._search(conn, query, profile, limit, exact=False))
+        found = self.store.link.run(lambda conn: self._search(conn, query, profile, limit, exact=False))
         if len(found) < k:  # a selective filter (profile, scope) left too few of the index's candidates
-            found = self.store._run(lambda conn: self._search(conn, query, profile, k * CANDIDATES_PER_K, exact=True))
+            found = self.store.link.run(lambda conn: self._search(conn, query, profile, k * CANDIDATES_PER_K, exact=True))
         results: list[Retrieved] = []
         for example_id, key_index, score in found:
             try:
@@ -153,7 +148,7 @@ class PgEpisodicMemory(EpisodicMemory):
             have: set[str] = set()
             for start in range(0, len(unknown), 50_000):
                 ids = [e.id for e in unknown[start:start + 50_000]]
-                have |= {row[0] for row in self.store._run(lambda conn, ids=ids: conn.execute(
+                have |= {row[0] for row in self.store.link.run(lambda conn, ids=ids: conn.execute(
                     "SELECT DISTINCT example_id FROM teachbot_example_keys WHERE model = %s AND example_id = ANY(%s)",
                     (model, ids)).fetchall())}
             missing = [e for e in unknown if e.id not in have]
@@ -163,9 +158,9 @@ class PgEpisodicMemory(EpisodicMemory):
             if not self._dim:
                 dim = self.store.key_dimension(model)
                 if dim:
-                    self.store._run(lambda conn: ensure_hnsw_index(conn, model, dim))
+                    self.store.link.run(lambda conn: ensure_hnsw_index(conn, model, dim))
                     self._dim = dim
-        except _Offline as exc:
-            log.warning("%s", self.store._unreachable(exc, "the new examples' embeddings are stored when it is back"))
+        except DatabaseAway as exc:
+            self.store.link.tell(exc, "embeddings", "the new examples' embeddings are stored when it is back")
             return False
         return True

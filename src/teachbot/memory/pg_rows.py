@@ -1,5 +1,4 @@
-"""The fleet memory's writes and change feed in SQL (tables: teachbot.memory.pg_schema), one transaction each, and
-the learned examples of a JSON Lines export (``read_learned_jsonl``) for a batch of them.
+"""The fleet memory's writes and change feed in SQL (tables: teachbot.memory.pg_schema), one transaction each.
 
 Every writing transaction takes the advisory WRITE_LOCK first, so the sequence numbers of committed changes
 only grow and a reader catches up with ``seq > <the last one it saw>``; each ends with a NOTIFY on CHANNEL
@@ -8,17 +7,13 @@ only grow and a reader catches up with ``seq > <the last one it saw>``; each end
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 
-from teachbot.errors import MemoryStoreError
-from teachbot.memory.example import SEED, InteractionExample, validate_learned
+from teachbot.memory.example import InteractionExample
 from teachbot.memory.pg_schema import CHANNEL, EXAMPLE_COLUMNS, VECTOR, embedding_literal, example_from_row
-from teachbot.memory.store import _prepare
 from teachbot.storage.pg_link import WRITE_LOCK
 
 SELECT = ", ".join(EXAMPLE_COLUMNS)
@@ -87,35 +82,3 @@ def changes_since(conn: psycopg.Connection, seq: int, robot_id: str) -> list[tup
     """The rows ``robot_id`` sees changed after ``seq``, in commit order: (EXAMPLE_COLUMNS..., removed, seq)."""
     return conn.execute(f"SELECT {SELECT}, removed, seq FROM teachbot_examples WHERE seq > %(seq)s AND {VISIBLE} "
                         "ORDER BY seq", {"seq": seq, "robot": robot_id}).fetchall()
-
-
-def read_learned_jsonl(path: str | Path) -> tuple[list[InteractionExample], list[str]]:
-    """The learned examples of a JSON Lines export (ids and creation times filled in), and the ids of its seed
-    records (seeds are files shipped with the package, never imported). The whole file is checked: a
-    MemoryStoreError names the first bad line."""
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MemoryStoreError(f"cannot read {path}: {exc}") from None
-    examples: list[InteractionExample] = []
-    seeds: list[str] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MemoryStoreError(f"{where}: not JSON ({exc.msg})") from None
-        example = InteractionExample.from_dict(record, where)
-        if example.source == SEED:
-            seeds.append(example.id)
-            continue
-        example = _prepare(example)
-        try:
-            validate_learned(example)
-        except MemoryStoreError as exc:
-            raise MemoryStoreError(f"{where}: {exc}") from None
-        examples.append(example)
-    return examples, seeds

@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 CHANNEL = "teachbot_memory"  # LISTEN/NOTIFY channel; payload '<add|remove> <example id>'
 VECTOR, REAL_ARRAY = "vector", "real[]"
-SHARED_VALUES = ("fleet", "robot")
 
 EXAMPLE_COLUMNS = ("id", "profile", "transcript", "instructions", "problem", "improvement", "scope", "episode_id",
                    "author_model", "embedding_model", "created")

@@ -10,10 +10,11 @@ Guarantees (tables: teachbot.memory.pg_schema):
   when; writers in any number of processes and robots serialise on an advisory lock, so none is lost;
 - ``add`` of an id that holds exactly that example is a no-op (a retry after a connection dropped during
   the commit); other content under a taken id is a MemoryStoreError, as in the file store;
-- the database going away is one warning line and a retry in the background, never an exception on the
-  read path: reads serve the examples read before, and ``add`` queues the lesson durably in the local
-  spool (teachbot.memory.pg_spool), written into the database as soon as it is back;
-- LISTEN/NOTIFY: a background connection hears every add and remove and catches this store up at once
+- the database going away is one warning line and a retry in the background (the store's connection is a
+  teachbot.storage.pg_link.PgLink), never an exception on the read path: reads serve the examples read
+  before, and ``add`` queues the lesson durably in the local spool (teachbot.storage.spool), written into
+  the database as soon as it is back;
+- LISTEN/NOTIFY: a background connection (teachbot.storage.pg_listen) hears every add and remove and catches this store up at once
   (``on_change`` then gets what others added or removed), so a lesson learned on one robot reaches the
   others' retrieval within milliseconds; after an outage, it catches up with what was committed meanwhile.
 
@@ -22,39 +23,39 @@ Examples are visible to this robot when shared with the fleet or learned by this
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg import conninfo
 
 from teachbot.errors import MemoryStoreError
 from teachbot.memory.embedding import Embedder
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, UnknownExampleError, validate_learned
-from teachbot.memory.pg_listen import Listener
-from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys, read_learned_jsonl
-from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, SHARED_VALUES, VECTOR, ensure_schema, example_from_row
-from teachbot.memory.pg_spool import Spool, SpooledLesson
-from teachbot.memory.store import _prepare, read_seeds
+from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys
+from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, VECTOR, ensure_schema, example_from_row
+from teachbot.memory.records import prepare_learned, read_learned_jsonl, read_seeds
 from teachbot.memory.store_protocol import ImportReport
-from teachbot.storage.files import write_atomic
-from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, safe_dsn
+from teachbot.storage.files import write_jsonl
+from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, SHARED_VALUES, DatabaseAway, PgLink
+from teachbot.storage.pg_listen import Listener
+from teachbot.storage.spool import Spool, SpoolFormat
 
 log = logging.getLogger(__name__)
 
 
-class _Offline(Exception):
-    """The database could not be reached (after one reconnect); ``cause`` is psycopg's error."""
+def _decode_lesson(data: object, where: str) -> InteractionExample:
+    example = InteractionExample.from_dict(data, where)
+    validate_learned(example)
+    return example.with_derived_instructions()
 
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
+
+LESSONS = SpoolFormat[InteractionExample](
+    field="example", encode=InteractionExample.to_dict, decode=_decode_lesson, id=lambda e: e.id,
+    created=lambda e: e.created, what="memory spool", error=MemoryStoreError)
 
 
 @dataclass(frozen=True)
@@ -84,41 +85,32 @@ class PgMemoryStore:
             raise MemoryStoreError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
             raise MemoryStoreError("memory.store.robot_id is empty; name this robot (it is every lesson's provenance)")
-        try:
-            given = conninfo.conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError as exc:
-            raise MemoryStoreError(f"memory.store.dsn is not a PostgreSQL connection string: {exc}") from None
-        # a server that went away must not hang a connect for the TCP default (minutes)
-        self._timeout = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT_S}
-        self.dsn, self.where = dsn, safe_dsn(dsn)
+        self.link = PgLink(dsn, "memory store", self._ensure_schema, retry=self._after_outage,
+                           pending=lambda: bool(self._spooled), meanwhile=self._meanwhile)
+        self.dsn, self.where = dsn, self.link.where
         self.robot_id, self.shared = robot_id, shared
         self.seeds_dir = Path(seeds_dir) if seeds_dir is not None else None
         self.embedder = embedder
         self.on_change = on_change
-        self.spool = Spool(spool_dir)
+        self.spool = Spool(spool_dir, LESSONS)
         self.embedding_type = REAL_ARRAY
         self._lock = threading.RLock()
-        self._conn: psycopg.Connection | None = None
         self._seeds: dict[str, InteractionExample] = {}
         self._learned: dict[str, InteractionExample] = {}  # visible rows of the database, as last read
-        self._spooled: dict[str, InteractionExample] = {lesson.example.id: lesson.example for lesson in self.spool.lessons()}
+        self._spooled: dict[str, InteractionExample] = {lesson.item.id: lesson.item for lesson in self.spool.items()}
         self._last_seq = 0
         self._tracking = False  # the first catch-up is done: later ones collect others' changes for on_change
         self._added: list[str] = []
         self._removed: list[str] = []
         self._version = 0
-        self._online = False
-        self._outage_logged = False
-        self._queue_logged = False  # a queued lesson's warning was logged in this outage
-        self._last_error: BaseException = ConnectionError("not connected yet")
         self._dirty = threading.Event()
         self._first_contact = threading.Event()  # the listener caught up once, or found the database away
         self.reload_seeds()
         self._listener: Listener | None = None
         if listen:
             self._dirty.set()
-            self._listener = Listener(dsn, CHANNEL, self._timeout, on_connect=self._back_online, on_notify=self._notified,
-                                      on_idle=self._idle, on_outage=self._note_outage)
+            self._listener = Listener(dsn, CHANNEL, self.link.connect_options, on_connect=self._back_online,
+                                      on_notify=self._notified, on_outage=self._note_outage, name="teachbot-memory-listen")
             self._listener.start()
             self._first_contact.wait(2 * CONNECT_TIMEOUT_S + 5)
         else:
@@ -131,8 +123,8 @@ class PgMemoryStore:
 
     @property
     def online(self) -> bool:
-        """The last contact with the database succeeded."""
-        return self._online
+        """The last contact with the database succeeded (or none was tried yet)."""
+        return self.link.online
 
     @property
     def listening(self) -> bool:
@@ -140,9 +132,10 @@ class PgMemoryStore:
         return self._listener is not None
 
     @property
-    def last_error(self) -> BaseException:
-        """Why the database was last unreachable."""
-        return self._last_error
+    def queued(self) -> frozenset[str]:
+        """The ids of the lessons waiting in the spool for the database."""
+        with self._lock:
+            return frozenset(self._spooled)
 
     @property
     def learned_dir(self) -> Path:
@@ -191,16 +184,17 @@ class PgMemoryStore:
     def refresh(self) -> bool:
         """Catch up with the database; True if the examples changed. With the listener this queries only after a
         NOTIFY or a reconnect (else nothing changed); while the database is away it serves what it has."""
-        if self._listener is not None and (not self._dirty.is_set() or not self._online):
+        if self._listener is not None and (not self._dirty.is_set() or not self.link.online):
             return False
         self._dirty.clear()
         try:
-            changed = self._run(self._catch_up)
+            with self._lock:
+                changed = self.link.run(self._catch_up)
             if self._spooled:
                 changed = self._flush_spool() or changed
-        except _Offline as exc:
+        except DatabaseAway as exc:
             if self._listener is None:
-                raise MemoryStoreError(self._unreachable(exc, "nothing was read")) from None
+                raise MemoryStoreError(self.link.unreachable(exc, "nothing was read")) from None
             self._dirty.set()
             changed = False
         self._report_changes()
@@ -222,29 +216,27 @@ class PgMemoryStore:
         id taken by another example raises MemoryStoreError. While the database is unreachable the lesson
         is queued durably in the spool (one warning line) and written when it is back.
         """
-        prepared = _prepare(example)
+        prepared = prepare_learned(example)
         validate_learned(prepared)
         with self._lock:
             if prepared.id in self._seeds or (prepared.id in self._spooled and self._spooled[prepared.id] != prepared):
                 raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
         vectors = self._embed(prepared)
         try:
-            if self._listener is not None and not self._online:  # the listener is retrying: do not wait for a connect
-                raise _Offline(self._last_error)
             with self._lock:  # a catch-up must not see the row before this store holds it (others' news only)
-                outcome = self._run(lambda conn: insert_example(conn, prepared, self.robot_id, self.shared, vectors,
+                outcome = self.link.run(lambda conn: insert_example(conn, prepared, self.robot_id, self.shared, vectors,
                                                                 self.embedding_type))
                 if outcome != "conflict":
                     self._stored_locally(prepared)
-        except _Offline as exc:
-            self.spool.put(SpooledLesson(prepared, self.robot_id, self.shared))
+        except DatabaseAway as exc:
+            self.spool.put(prepared, self.robot_id, self.shared)
             with self._lock:
                 self._spooled[prepared.id] = prepared
                 self._version += 1
-                first, self._queue_logged = not self._queue_logged, True
             # the first queued lesson of an outage is a warning line, the others are info lines
-            log.log(logging.WARNING if first else logging.INFO, "%s", self._unreachable(
-                exc, f"the lesson {prepared.id!r} is queued in {self.spool.directory} and is written when the database is back"))
+            self.link.tell(exc, "queue", f"the lesson {prepared.id!r} is queued in {self.spool.directory} and is written "
+                                         "when the database is back", again=logging.INFO)
+            self.link.schedule_retry()
             return prepared.id
         if outcome == "conflict":
             raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
@@ -261,23 +253,19 @@ class PgMemoryStore:
                 self._version += 1
         try:
             with self._lock:  # as in add: the tombstone and this store's forgetting are one step for a catch-up
-                found = self._run(lambda conn: delete_example(conn, example_id, self.robot_id))
+                found = self.link.run(lambda conn: delete_example(conn, example_id, self.robot_id))
                 if self._learned.pop(example_id, None) is not None:
                     self._version += 1
-        except _Offline as exc:
+        except DatabaseAway as exc:
             if spooled is not None:
                 return  # it never reached the database
-            raise MemoryStoreError(self._unreachable(exc, f"{example_id!r} was not removed; try again")) from None
+            raise MemoryStoreError(self.link.unreachable(exc, f"{example_id!r} was not removed; try again")) from None
         if not found and spooled is None:
             raise UnknownExampleError(f"no learned example with id {example_id!r}")
 
     def export_jsonl(self, path: str | Path, profile: str = "", source: str = LEARNED) -> int:
         """Write the matching examples to one JSON Lines file (atomically); returns how many."""
-        examples = self.list(profile=profile, source=source)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in examples).encode())
-        return len(examples)
+        return write_jsonl(path, (e.to_dict() for e in self.list(profile=profile, source=source)))
 
     def import_jsonl(self, path: str | Path) -> ImportReport:
         """Add the learned examples of a JSON Lines export in ONE transaction, skipping ids already stored and seeds.
@@ -296,7 +284,7 @@ class PgMemoryStore:
         """Store learned examples in ONE transaction: per example 'added', 'same' (already stored, equal) or 'conflict'
         (another example holds its id; left as it is). MemoryStoreError ending in ``unreachable`` when the database is
         away (nothing is queued: the caller retries the whole batch)."""
-        prepared = [_prepare(e) for e in examples]
+        prepared = [prepare_learned(e) for e in examples]
         for example in prepared:
             validate_learned(example)
         vectors = [self._embed(e) for e in prepared]
@@ -307,24 +295,24 @@ class PgMemoryStore:
 
         try:
             with self._lock:  # as in add: a catch-up never takes these rows for others' news
-                outcomes = self._run(insert_all)
+                outcomes = self.link.run(insert_all)
                 for example, outcome in zip(prepared, outcomes):
                     if outcome == "added":
                         self._stored_locally(example)
-        except _Offline as exc:
-            raise MemoryStoreError(self._unreachable(exc, unreachable)) from None
+        except DatabaseAway as exc:
+            raise MemoryStoreError(self.link.unreachable(exc, unreachable)) from None
         return outcomes
 
     def add_keys(self, examples: list[InteractionExample]) -> None:
         """Store the key embeddings of ``embedder`` for stored examples that lack them (one transaction; examples
-        removed meanwhile are skipped). Raises _Offline when the database is away."""
+        removed meanwhile are skipped). Raises DatabaseAway when the database is away."""
         rows = [(e, self._embed(e)) for e in examples]
-        self._run(lambda conn: insert_missing_keys(conn, rows, self.embedding_type))
+        self.link.run(lambda conn: insert_missing_keys(conn, rows, self.embedding_type))
 
     def key_dimension(self, model: str) -> int:
-        """The dimension of ``model``'s stored key embeddings (0 when it has none yet). Raises _Offline."""
+        """The dimension of ``model``'s stored key embeddings (0 when it has none yet). Raises DatabaseAway."""
         length = "vector_dims(embedding)" if self.embedding_type == VECTOR else "cardinality(embedding)"
-        row = self._run(lambda conn: conn.execute(f"SELECT {length} FROM teachbot_example_keys WHERE model = %s LIMIT 1",
+        row = self.link.run(lambda conn: conn.execute(f"SELECT {length} FROM teachbot_example_keys WHERE model = %s LIMIT 1",
                                                   (model,)).fetchone())
         return int(row[0]) if row else 0
 
@@ -332,10 +320,7 @@ class PgMemoryStore:
         """Stop the listener and close the connections."""
         if self._listener is not None:
             self._listener.stop()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self.link.close()
 
     def __enter__(self) -> PgMemoryStore:
         return self
@@ -344,35 +329,9 @@ class PgMemoryStore:
         self.close()
 
     # ------------------------------------------------------------------ database
-    def _connect(self) -> psycopg.Connection:
-        conn = psycopg.connect(self.dsn, autocommit=True, **self._timeout)
-        try:
-            self.embedding_type = ensure_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _run(self, work: Callable[[psycopg.Connection], Any]) -> Any:
-        """``work(conn)`` under the store's lock; a broken connection is replaced once (a restarted server), then _Offline."""
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    if self._conn is None or self._conn.closed:
-                        self._conn = self._connect()
-                    result = work(self._conn)
-                except psycopg.OperationalError as exc:
-                    if self._conn is not None:
-                        self._conn.close()
-                    self._conn = None
-                    if attempt == 2:
-                        self._online, self._last_error = False, exc
-                        raise _Offline(exc) from exc
-                    continue
-                if not self._online:
-                    self._online = True
-                return result
-        raise AssertionError("unreachable")
+    def _ensure_schema(self, conn: psycopg.Connection) -> None:
+        """Each new connection of the link: the tables (created or migrated when need be) and the key column's type."""
+        self.embedding_type = ensure_schema(conn)
 
     def _catch_up(self, conn: psycopg.Connection) -> bool:
         """Apply every visible change committed after the last one seen (sequence numbers only grow at commit);
@@ -403,11 +362,11 @@ class PgMemoryStore:
         """Write the spooled lessons into the database, oldest first; stops at the first connection failure."""
         written = 0
         with self.spool.lock():
-            for lesson in self.spool.lessons():
-                example = lesson.example
+            for lesson in self.spool.items():
+                example = lesson.item
                 vectors = self._embed(example)
                 with self._lock:  # the row and this store's holding it are one step for a catch-up (see add)
-                    outcome = self._run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
+                    outcome = self.link.run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
                         conn, e, ls.robot_id, ls.shared, v, self.embedding_type))
                     self._spooled.pop(example.id, None)
                     if outcome == "conflict":
@@ -447,38 +406,30 @@ class PgMemoryStore:
             return None
         return self.embedder.name, np.asarray(self.embedder.embed(list(example.keys)), dtype=np.float32)
 
-    def _unreachable(self, exc: _Offline, consequence: str) -> str:
-        cause = str(exc.cause).strip().splitlines()[0] if str(exc.cause).strip() else type(exc.cause).__name__
-        return f"memory store: the database at {self.where} is unreachable ({cause}); {consequence}"
+    def _meanwhile(self) -> str:
+        """What the store does during an outage (the end of its outage warning)."""
+        return f"serving the {len(self._learned)} learned examples read before, queueing new lessons in {self.spool.directory}; retrying"
 
     # ------------------------------------------------------------------ listener
     def _notified(self) -> None:
         self._dirty.set()
         self._background_refresh()
 
-    def _idle(self) -> None:
-        if not self._online:  # the store's own connection failed while the listener's lives: try it again
-            self._back_online()
-
     def _back_online(self) -> None:
-        with self._lock:
-            self._online = True
-            if self._outage_logged:
-                log.warning("memory store: the database at %s is back; catching up", self.where)
-            self._outage_logged = self._queue_logged = False
+        """The listener is connected: try the store's own connection too, then catch up and write the queue."""
+        self.link.reconnect()
         self._dirty.set()
         self._background_refresh()
         self._first_contact.set()
 
+    def _after_outage(self) -> None:
+        """The link's background retry reached the database again: catch up and write the queue."""
+        self._dirty.set()
+        self.refresh()
+
     def _note_outage(self, exc: BaseException) -> None:
-        with self._lock:
-            self._online = False
-            self._last_error = exc
-            first = not self._outage_logged
-            self._outage_logged = True
-        if first:
-            log.warning("%s", self._unreachable(_Offline(exc), f"serving the {len(self._learned)} learned examples read "
-                                                               f"before, queueing new lessons in {self.spool.directory}; retrying"))
+        """The listener lost the database: so did the store (no reader waits on a connect meanwhile)."""
+        self.link.mark_away(exc)
         self._first_contact.set()
 
     def _background_refresh(self) -> None:

@@ -42,14 +42,12 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from teachbot.language.transcript import Transcript
 from teachbot.memory import example as example_module
 from teachbot.memory.example import (
     LEARNED,
@@ -57,11 +55,11 @@ from teachbot.memory.example import (
     InteractionExample,
     MemoryStoreError,
     UnknownExampleError,
-    utc_now_iso,
     validate_learned,
 )
+from teachbot.memory.records import prepare_learned, read_learned_jsonl, read_seeds
 from teachbot.memory.store_protocol import ImportReport
-from teachbot.storage.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic
+from teachbot.storage.files import QUARANTINE, SUFFIX, TEMP_SUFFIX, file_lock, fsync_dir, quarantine, sweep_temp, write_atomic, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +173,7 @@ class MemoryStore:
 
     def _add(self, example: InteractionExample) -> tuple[InteractionExample, int]:
         """add(), returning the example as stored and ``version`` just before it went in (it is one more after)."""
-        prepared = _prepare(example)
+        prepared = prepare_learned(example)
         validate_learned(prepared)
         try:
             with self._lock, self._file_lock():
@@ -207,42 +205,14 @@ class MemoryStore:
 
     def export_jsonl(self, path: str | Path, profile: str = "", source: str = LEARNED) -> int:
         """Write the matching examples to one JSON Lines file (atomically); returns how many."""
-        examples = self.list(profile=profile, source=source)
-        data = "".join(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in examples).encode()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
-        return len(examples)
+        return write_jsonl(path, (e.to_dict() for e in self.list(profile=profile, source=source)))
 
     def import_jsonl(self, path: str | Path) -> ImportReport:
         """Add the learned examples of a JSON Lines export, skipping ids already stored and seed records.
 
         The whole file is validated before anything is written; an error names the line.
         """
-        path = Path(path)
-        try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MemoryStoreError(f"cannot read {path}: {exc}") from None
-        examples, seeds = [], []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise MemoryStoreError(f"{where}: not JSON ({exc.msg})") from None
-            example = InteractionExample.from_dict(record, where)
-            if example.source == SEED:
-                seeds.append(example.id)  # seeds are files shipped with the package, never imported
-                continue
-            example = _prepare(example)
-            try:
-                validate_learned(example)
-            except MemoryStoreError as exc:
-                raise MemoryStoreError(f"{where}: {exc}") from None
-            examples.append(example)
+        examples, seeds = read_learned_jsonl(path)
         self.refresh()
         report = ImportReport(skipped=seeds)
         with self._lock, self._file_lock():
@@ -521,41 +491,3 @@ def _decode_snapshot(data: bytes) -> dict[str, tuple[tuple[int, int, int, int], 
     columns.insert(_INSTRUCTIONS_AT, [tuple(flat[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)])
     examples = map(InteractionExample, *columns)
     return dict(zip(columns[_FIELDS.index("id")], zip(signatures, examples)))
-
-
-def _prepare(example: InteractionExample) -> InteractionExample:
-    return example.replace(
-        id=example.id or uuid.uuid4().hex,
-        source=example.source or LEARNED,
-        created=example.created or utc_now_iso(),
-    ).with_derived_instructions()
-
-
-def read_seeds(seeds_dir: Path | None, skip: Path) -> dict[str, InteractionExample]:
-    """The seed examples ``<seeds_dir>/<profile>/*.txt`` by id; ``skip`` is a store's own folder (learned
-    examples or a spool) that may lie among the profiles' folders."""
-    seeds: dict[str, InteractionExample] = {}
-    if seeds_dir is None or not seeds_dir.is_dir():
-        return seeds
-    own = skip.resolve()
-    for folder in sorted(p for p in seeds_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if folder.resolve() == own:
-            continue
-        for path in sorted(folder.glob("*.txt")):
-            example = _read_seed(path, folder.name)
-            if example is not None:
-                seeds[example.id] = example
-    return seeds
-
-
-def _read_seed(path: Path, profile: str) -> InteractionExample | None:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        log.warning("memory store: seed example %s cannot be read (%s); skipped", path, exc)
-        return None
-    instructions = tuple(Transcript.parse(text).instructions())
-    if not instructions:
-        log.warning("memory store: seed example %s has no wait_for_trigger()/ask() turn; it will never be retrieved", path)
-    return InteractionExample(id=f"seed:{profile}/{path.stem}", profile=profile, source=SEED, transcript=text.strip(),
-                              instructions=instructions)

@@ -1,4 +1,4 @@
-"""Durable one-file-per-record helpers: the example store (``teachbot.memory.store``) and the knowledge
+"""Durable one-file-per-record helpers (and the JSON Lines exports): the example store (``teachbot.memory.store``) and the knowledge
 base (``teachbot.knowledge.store``) both write through them, so both keep the same guarantees and look
 the same on disk (``.json`` files, dot-named ``.tmp`` temp files, ``.lock`` and ``quarantine/``).
 
@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 SUFFIX = ".json"
 TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".lock"
 QUARANTINE = "quarantine"
 
-__all__ = ["LOCK_NAME", "QUARANTINE", "SUFFIX", "TEMP_SUFFIX", "file_lock", "fsync_dir", "quarantine", "sweep_temp", "write_atomic"]
+__all__ = ["LOCK_NAME", "QUARANTINE", "SUFFIX", "TEMP_SUFFIX", "file_lock", "fsync_dir", "quarantine", "sweep_temp", "write_atomic",
+           "write_jsonl"]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -54,6 +57,15 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write one JSON object per line to ``path`` atomically (its folder created when missing); returns how many."""
+    path = Path(path)
+    lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, "".join(lines).encode())
+    return len(lines)
 
 
 @contextlib.contextmanager

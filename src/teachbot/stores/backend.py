@@ -101,17 +101,23 @@ class _Forward(logging.Handler):
             self.handleError(record)
 
 
-def forward_logs(logger: Any, name: str = "teachbot.memory") -> Callable[[], None]:
-    """Send the info, warning and error lines of the ``name`` loggers (the memory stores) to ``logger`` (a ROS
-    node's), so a database outage is a line of the memory node's log; returns the function that undoes it."""
-    target = logging.getLogger(name)
-    handler, level = _Forward(logger), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
+STORE_LOGGERS = ("teachbot.memory", "teachbot.knowledge", "teachbot.taskmemory", "teachbot.storage")
+
+
+def forward_logs(logger: Any, names: tuple[str, ...] = STORE_LOGGERS) -> Callable[[], None]:
+    """Send the info, warning and error lines of the ``names`` loggers (the stores, their database link and spool) to
+    ``logger`` (a ROS node's), so a database outage is a line of the memory node's log; returns the function that
+    undoes it."""
+    targets = [logging.getLogger(name) for name in names]
+    handler, levels = _Forward(logger), [target.level for target in targets]
+    for target in targets:
+        target.addHandler(handler)
+        target.setLevel(logging.INFO)
 
     def undo() -> None:
-        target.removeHandler(handler)
-        if not any(isinstance(h, _Forward) for h in target.handlers):  # the last node to close restores the level
-            target.setLevel(level)
+        for target, level in zip(targets, levels):
+            target.removeHandler(handler)
+            if not any(isinstance(h, _Forward) for h in target.handlers):  # the last node to close restores the level
+                target.setLevel(level)
 
     return undo

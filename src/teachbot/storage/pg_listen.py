@@ -1,10 +1,11 @@
-"""The fleet memory's background connection: LISTEN for other processes' changes, reconnect when the server goes.
+"""A store's background connection to the fleet database: LISTEN for other processes' changes, reconnect when
+the server goes.
 
-One daemon thread per PgMemoryStore (teachbot.memory.pg_store). It connects, runs ``LISTEN``, calls
-``on_connect`` (the store catches up with everything committed while it was away and writes its queued
-lessons), then ``on_notify`` after each batch of notifications and ``on_idle`` every poll. A lost or
-refused connection calls ``on_outage`` and is retried with a doubling backoff (RETRY_MIN_S to RETRY_MAX_S),
-until ``stop()``.
+One daemon thread per listening store (the example memory, teachbot.memory.pg_store). It connects (with the
+connect options of the store's PgLink, teachbot.storage.pg_link), runs ``LISTEN``, calls ``on_connect`` (the
+store catches up with everything committed while it was away and writes its queue), then ``on_notify`` after
+each batch of notifications. A lost or refused connection calls ``on_outage`` and is retried with the link's
+doubling backoff (RETRY_MIN_S to RETRY_MAX_S), until ``stop()``.
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ from typing import Any
 
 import psycopg
 
-RETRY_MIN_S, RETRY_MAX_S = 0.2, 2.0  # reconnect backoff
-POLL_S = 0.25  # how often the thread looks at its stop flag (and runs on_idle)
+from teachbot.storage.pg_link import RETRY_MAX_S, RETRY_MIN_S
+
+POLL_S = 0.25  # how often the thread looks at its stop flag
 
 
 class Listener:
     """LISTEN on ``channel`` over ``dsn`` in a daemon thread, with the callbacks above (each run on that thread)."""
 
     def __init__(self, dsn: str, channel: str, connect_options: dict[str, Any], *, on_connect: Callable[[], None],
-                 on_notify: Callable[[], None], on_idle: Callable[[], None],
-                 on_outage: Callable[[BaseException], None]) -> None:
+                 on_notify: Callable[[], None], on_outage: Callable[[BaseException], None], name: str = "teachbot-listen") -> None:
         self.dsn, self.channel, self.connect_options = dsn, channel, connect_options
-        self.on_connect, self.on_notify, self.on_idle, self.on_outage = on_connect, on_notify, on_idle, on_outage
+        self.on_connect, self.on_notify, self.on_outage = on_connect, on_notify, on_outage
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="teachbot-memory-listen", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -57,6 +58,5 @@ class Listener:
                     while not self._stop.is_set():
                         if any(True for _ in conn.notifies(timeout=POLL_S)):
                             self.on_notify()
-                        self.on_idle()
             except psycopg.OperationalError as exc:
                 self.on_outage(exc)
