@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # an xdist worker inherits the domain the controller reserved: each worker's session stack needs its own
     os.environ.pop("ROS_DOMAIN_ID", None)
 configure_loopback()
+# episode traces (config/tracing.yaml) of this test process and the nodes it starts go to a folder of its own,
+# never into the user's run directory; test_tracing reads them back from here
+os.environ.setdefault("TEACHBOT_TRACE_DIR", tempfile.mkdtemp(prefix="teachbot-traces-"))
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ import sys
 from teachbot.errors import TeachbotError
 
 # modules of teachbot.commands, in the order `teachbot --help` lists them
-COMMANDS = ("sim", "robot", "chat", "web", "memory", "demo", "record", "replay", "eval")
+COMMANDS = ("sim", "robot", "chat", "web", "memory", "demo", "record", "replay", "trace", "eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ from teachbot.errors import ConfigError, MotionNotApproved
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
 from teachbot.sandbox import robot_time
+from teachbot.tracing import set_attributes, span
 
 CALL_CHARS = 300  # of the statement shown in the question; longer arguments are cut with '...'
 
@@ -300,16 +301,20 @@ class ApprovalGate:
         if len(call) > CALL_CHARS:  # arguments may be long: the question must stay one the dialog will say
             call = call[:CALL_CHARS] + "...)"
         question = self.dialog.fit(texts["question"].format(call=call, reason=reason))
-        try:
-            with robot_time.not_counted():  # waiting for the person is not robot time
-                answer = self.dialog.ask(question)
-        except TimeoutError:
-            raise MotionNotApproved(texts["no_answer"].format(call=call, timeout=self.dialog.timeout)) from None
-        said = str(answer.get("text", "")) if isinstance(answer, Mapping) else str(answer)
-        if _words(said) in self.config.approve:
-            self.log(f"approved by the person: {call}")
-            return
-        raise MotionNotApproved(texts["refused"].format(call=call, answer=said))
+        with span("approval", {"approval.call": call, "approval.reason": reason, "approval.question": question}) as current:
+            try:
+                with robot_time.not_counted():  # waiting for the person is not robot time
+                    answer = self.dialog.ask(question)
+            except TimeoutError:
+                set_attributes(current, {"approval.answer": "(no answer)", "approval.approved": False})
+                raise MotionNotApproved(texts["no_answer"].format(call=call, timeout=self.dialog.timeout)) from None
+            said = str(answer.get("text", "")) if isinstance(answer, Mapping) else str(answer)
+            approved = _words(said) in self.config.approve
+            set_attributes(current, {"approval.answer": said, "approval.approved": approved})
+            if approved:
+                self.log(f"approved by the person: {call}")
+                return
+            raise MotionNotApproved(texts["refused"].format(call=call, answer=said))
 
     # ------------------------------------------------------------------ where a target lies
     def _inside(self, zone: Zone, value: Any) -> tuple[bool, str]:

@@ -32,6 +32,7 @@ from teachbot.language.reply import Reply, code_block, first_statement_complete,
 from teachbot.language.transcript import Entry, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Completion, Model
 from teachbot.sandbox.executor import CONSOLE_BUILTINS, RunResult, SandboxExecutor
+from teachbot.tracing import fail, set_attributes, span
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
 NOBODY = "TimeoutError"  # error type of a wait_for_trigger()/ask() that nobody answered
@@ -128,7 +129,7 @@ class ConsoleSession:
         left or ``should_stop()`` said so (``stop_reason`` then says why)."""
         self._code(TRIGGER)
         while True:
-            result = self.executor.run(TRIGGER)
+            result = self._run(TRIGGER)
             if result.error_type == NOBODY and not should_stop():
                 continue
             if result.error_type == SESSION_END:
@@ -158,7 +159,7 @@ class ConsoleSession:
             outcome.source = source
             outcome.generated += self._generate_missing(source)
             self._code(source)
-            result = outcome.result = self.executor.run(source)
+            result = outcome.result = self._run(source)
             text = "\n".join([*result.outputs, *([result.error] if result.error else [])])
             self._output(text)
             if result.error_type == SESSION_END:
@@ -184,11 +185,22 @@ class ConsoleSession:
         self._output(step.note)
         if step.statement:
             self._code(step.statement)
-            result = self.executor.run(step.statement)
+            result = self._run(step.statement)
             self._output("\n".join([*result.outputs, *([result.error] if result.error else [])]))
             if result.error_type == SESSION_END:
                 self.stop_reason = "the person ended the session"
         return True
+
+    def _run(self, source: str) -> RunResult:
+        """Execute one statement in the sandbox as a ``statement`` span: its source, its result or error line."""
+        with span("statement", {"console.source": source}) as current:
+            result = self.executor.run(source)
+            shown = result.error or "\n".join(result.outputs)
+            set_attributes(current, {"console.result": shown, "console.error_type": result.error_type or None,
+                                     "console.sandbox_s": result.sandbox_s, "console.killed": result.killed or None})
+            if result.error:
+                fail(current, result.error)
+        return result
 
     def _after(self, source: str, output: str, error_type: str) -> None:
         self._errors = [*self._errors, error_type][-max(1, self.config.max_consecutive_errors):] if error_type else []

@@ -32,6 +32,7 @@ from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 from teachbot.memory.example import InteractionExample
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
+from teachbot.tracing import EPISODE_ID, EPISODE_SPAN, fail, set_attributes, span
 
 ENDED = "the person ended the session"
 LEARN_GRACE = 1.0  # seconds the console waits past the learning deadline (the learner stores nothing after it)
@@ -167,8 +168,17 @@ class InteractionCore:
                 return
 
     def run_episode(self) -> str:
-        """One episode: wait for the person, then the LLM drives; returns why it ended."""
+        """One episode: wait for the person, then the LLM drives; returns why it ended. The episode is one trace
+        (teachbot.tracing): its root span holds every LLM call, statement, skill goal and lesson of it."""
         self.episode_id = uuid.uuid4().hex[:12]
+        with span(EPISODE_SPAN, {EPISODE_ID: self.episode_id, "episode.profile": self.api.profile}) as root:
+            reason = self._episode()
+            set_attributes(root, {"episode.reason": reason, "episode.rounds": self.session.rounds if self.session else 0})
+            if reason != ENDED and not reason.startswith(QUIET_PREFIX):
+                fail(root, reason)
+        return reason
+
+    def _episode(self) -> str:
         self.sandbox.reset()
         self.sandbox.new_episode()  # the robot-time budget per episode starts afresh
         self.meter.reset()

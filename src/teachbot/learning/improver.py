@@ -32,6 +32,7 @@ from teachbot.language.reply import code_block, strip_reasoning
 from teachbot.language.transcript import NOTE_PREFIX, Transcript, utterance_text
 from teachbot.llm.base import Model
 from teachbot.sandbox.validate import transcript_problems
+from teachbot.tracing import set_attributes, span
 
 MODES = ("improve", "store_raw", "off")
 LEARN_CALL = "learn_from_interaction()"
@@ -111,12 +112,15 @@ class Improver:
         for key, value in fields.items():
             prompt = prompt.replace("{" + key + "}", value)
         timeout = budget.check()
-        try:
-            text = self.model.generate(prompt, stop=(), timeout=timeout).text
-        except Exception:
-            budget.check()  # a call cut short by the deadline or a cancellation: that is the answer
-            raise
-        return strip_reasoning(text)
+        with span("learning.step", {"learning.step": name}) as current:
+            try:
+                text = self.model.generate(prompt, stop=(), timeout=timeout).text
+            except Exception:
+                budget.check()  # a call cut short by the deadline or a cancellation: that is the answer
+                raise
+            answer = strip_reasoning(text)
+            set_attributes(current, {"learning.verdict": answer.strip().splitlines()[0] if answer.strip() else ""})
+        return answer
 
     def learn(
         self,

@@ -29,6 +29,7 @@ from teachbot.language.transcript import Transcript
 from teachbot.learning.call import LearnReply, LearnRequest
 from teachbot.learning.improver import Improver, Lesson, deadline_message
 from teachbot.memory.example import InteractionExample, utc_now_iso
+from teachbot.tracing import set_attributes, span
 
 STORE_WAIT = 0.5  # seconds to wait for a knowledge store to show up before distilling nothing
 NO_STORE = "nothing distilled: no memory node serves memory/add_knowledge"
@@ -161,7 +162,14 @@ class Learner:
 
     # ------------------------------------------------------------------ with everything it did
     def learn(self, request: LearnRequest) -> Learned:
-        """One learning call; an exception of the chain (an LLM outage) goes to the caller."""
+        """One learning call; an exception of the chain (an LLM outage) goes to the caller. It is a ``learning``
+        span: each step of the chain a ``learning.step`` with its verdict, then what was stored or why not."""
+        with span("learning", {"learning.episode_id": request.episode_id, "learning.candidate": not request.store}) as current:
+            learned = self._learn(request)
+            set_attributes(current, _outcome(learned))
+            return learned
+
+    def _learn(self, request: LearnRequest) -> Learned:
         seconds = request.deadline - time.time()
         if seconds <= 0:
             return self._refused(deadline_message(seconds))
@@ -182,7 +190,13 @@ class Learner:
         return learned
 
     def distill_only(self, request: LearnRequest) -> Learned:
-        """Distillation without the chain."""
+        """Distillation without the chain (a ``learning.distill`` span)."""
+        with span("learning.distill", {"learning.episode_id": request.episode_id}) as current:
+            learned = self._distill_only(request)
+            set_attributes(current, _outcome(learned))
+            return learned
+
+    def _distill_only(self, request: LearnRequest) -> Learned:
         seconds = request.deadline - time.time()
         if seconds <= 0:
             return self._refused(deadline_message(seconds))
@@ -260,3 +274,10 @@ class Learner:
         self.distilled += entries
         texts = tuple(e.text for e in entries)
         return texts, ids, "learned: " + " ".join(texts)
+
+
+def _outcome(learned: Learned) -> dict[str, object]:
+    """A learning span's result: stored, a candidate or discarded; the lesson id or the reason; the knowledge ids."""
+    verdict = "stored" if learned.stored else "candidate" if learned.example is not None and not learned.example_id else "discarded"
+    return {"learning.verdict": verdict, "learning.lesson_id": learned.example_id or None, "learning.reason": learned.message,
+            "learning.knowledge_ids": list(learned.knowledge_ids)}

@@ -2,7 +2,8 @@
 
 Pure Python (no ROS): the interaction manager, the function generator and the improvement step all
 talk to a ``Model``; nodes publish each ``Completion`` (prompt digest + text) so a recorded session
-can be replayed by ``ScriptedModel`` without any LLM.
+can be replayed by ``ScriptedModel`` without any LLM. Every completion of a backend is also an ``llm.call``
+span of the current trace (teachbot.tracing): role, model, prompt digest, tokens, cost, latency, finish reason.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from teachbot.errors import TeachbotError
+from teachbot.errors import ConfigError, TeachbotError
+from teachbot.llm.pricing import PriceTable
+from teachbot.tracing import record_span
 
 DEFAULT_STOP: tuple[str, ...] = (">>>",)
 """The console prompt: the LLM writes one statement, then the console takes over again."""
@@ -185,11 +188,36 @@ class RecordingModel:
 
     def _record(self, completion: Completion, prompt: str) -> Completion:
         self.history.append(completion)
+        role = self.name.split(":", 1)[0]  # the factory names a model "<role>:<model>"
+        record_span("llm.call", completion.latency, {
+            "llm.role": role, "llm.model": completion.model, "llm.prompt_digest": completion.prompt_digest,
+            "llm.tokens_in": completion.prompt_tokens, "llm.tokens_cached": completion.cached_tokens,
+            "llm.tokens_out": completion.completion_tokens, "llm.latency_s": round(completion.latency, 6),
+            "llm.cost_usd": _prices().cost(completion, local=self.local), "llm.finish_reason": completion.finish_reason,
+            "llm.attempts": completion.attempts})
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:
             listener(completion, prompt)
         return completion
 
+    @property
+    def local(self) -> bool:
+        """The model runs on this machine or network (its calls cost nothing)."""
+        return True
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+_price_table: list[PriceTable] = []
+
+
+def _prices() -> PriceTable:
+    """config/prices.yaml, read once per process (an unreadable file prices every call at 0, as unknown models)."""
+    if not _price_table:
+        try:
+            _price_table.append(PriceTable.load())
+        except ConfigError:
+            _price_table.append(PriceTable())
+    return _price_table[0]

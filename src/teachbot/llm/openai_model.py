@@ -182,6 +182,11 @@ class OpenAIModel(RecordingModel):
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=0)
 
     @property
+    def local(self) -> bool:
+        """A server on this machine or network: its calls cost nothing."""
+        return is_local_url(self.base_url)
+
+    @property
     def endpoint(self) -> tuple[str, str]:
         """The key capabilities are learned under: (base_url, model)."""
         return self.base_url, self.model

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teachbot.config import load_yaml
 from teachbot.errors import ConfigError
-from teachbot.llm.base import Completion
 from teachbot.paths import config_path
+
+if TYPE_CHECKING:  # base.py prices each completion for its trace span with this table: no import cycle at run time
+    from teachbot.llm.base import Completion
 
 PER_TOKENS = 1_000_000
 """Prices are per million tokens."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from opentelemetry.trace import SpanKind
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -26,6 +27,8 @@ from teachbot_interfaces.msg import LlmCompletion
 from teachbot.errors import TeachbotError
 from teachbot.llm.pricing import PriceTable
 from teachbot.ros_env import configure_loopback
+from teachbot.tracing import fail, set_attributes, span
+from teachbot.tracing.setup import configure as configure_tracing
 
 SENSOR_QOS = qos_profile_sensor_data  # camera images: best effort, latest only
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -246,6 +249,7 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
     if os.environ.get("TEACHBOT_LOOPBACK", "1") != "0":
         configure_loopback(reserve_domain=False)
     sys.setswitchinterval(0.001)  # see teachbot.nodes.stack: threads wait less for the GIL
+    configure_tracing(Path(sys.argv[0]).name or "teachbot")  # the spans of this process's nodes (config/tracing.yaml)
     rclpy.init(args=args)
     nodes: list[Node] = []
     status = 0
@@ -273,3 +277,24 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
         if rclpy.ok():
             rclpy.shutdown()
     return status
+
+
+Handler = Callable[[Any, Any], Any]
+Describe = Callable[[Any, Any], dict[str, Any]]
+
+
+def traced(node: Node, name: str, handler: Handler, describe: Describe | None = None) -> Handler:
+    """``handler`` of a service as a span ``name`` of the caller's trace (the request's ``trace_parent``), made by
+    ``node``; ``describe(request, response)`` adds the attributes that tell what was answered. A response with
+    ``success`` False marks the span failed with its ``message``."""
+
+    def serve(request: Any, response: Any) -> Any:
+        with span(name, parent=getattr(request, "trace_parent", ""), node=node.get_name(), kind=SpanKind.SERVER) as current:
+            answered = handler(request, response)
+            if describe is not None:
+                set_attributes(current, describe(request, answered))
+            if getattr(answered, "success", True) is False:
+                fail(current, str(getattr(answered, "message", "")))
+            return answered
+
+    return serve

@@ -27,10 +27,11 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from teachbot_interfaces.msg import LlmCompletion
@@ -60,6 +61,7 @@ from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodes.memory_node import to_msg
 from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.skills.parameters import SkillParameters
+from teachbot.tracing import span, trace_parent
 
 WORLDS = ("tabletop", "household")  # the worlds with skill parameters (config/skill_parameters.yaml)
 # seconds one perception/describe_object call may take (a learned image model on the CPU, a perception node busy with
@@ -98,6 +100,7 @@ class MemoryServices:
     def _call(self, client: Any, request: Any, name: str) -> Any:
         if not client.service_is_ready():
             raise NotAvailableError("the memory node is not running")
+        request.trace_parent = trace_parent()  # the memory node's span joins the learning's trace
         future = client.call_async(request)
         ended = wait_served(future, STORE_ANSWER_TIMEOUT, client.service_is_ready, stop=self.node.closing.is_set)
         if ended != DONE:
@@ -194,7 +197,8 @@ class ImprovementNode(Node):
                              problem=request.problem, improvement=request.improvement)
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory node's answers must be able to arrive on a single-threaded executor)
-        work = self._workers.submit(self.learner.distill_only if request.distill_only else self.learner.learn, learn)
+        run = self.learner.distill_only if request.distill_only else self.learner.learn
+        work = self._workers.submit(self._traced, request.trace_parent, run, learn)
         try:
             learned = await wait_for_worker(self, work)
         except Exception as exc:  # noqa: BLE001 - an LLM outage is an answer, not a crash
@@ -202,6 +206,12 @@ class ImprovementNode(Node):
             self.get_logger().info(message)
             return self._answer(response, Learned(False, message))
         return self._answer(response, learned)
+
+    def _traced(self, parent: str, run: Callable[[LearnRequest], Learned], learn: LearnRequest) -> Learned:
+        """The learner on the worker thread, as a span of the caller's trace (the request's trace_parent)."""
+        with span("improvement.serve", {"learning.episode_id": learn.episode_id}, parent=parent, node=self.get_name(),
+                  kind=SpanKind.SERVER):
+            return run(learn)
 
     @staticmethod
     def _answer(response: Improve.Response, learned: Learned) -> Improve.Response:

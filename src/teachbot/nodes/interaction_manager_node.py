@@ -76,6 +76,7 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.executor import SandboxLimits
 from teachbot.skills.parameters import SkillParameters
 from teachbot.taskmemory import ConsoleTaskMemory, TaskMemory, TaskMemoryConfig
+from teachbot.tracing import trace_parent
 from teachbot.world.household_objects import Catalog
 
 RETRIEVE_TIMEOUT = 10.0  # seconds memory/retrieve may take before the store is read locally
@@ -461,7 +462,10 @@ class ServerGone(TimeoutError):
 
 def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
     """A service call from a non-executor thread, with an overall timeout; a server that leaves the graph
-    while the call waits (its node was killed) fails it within about a second, as a TimeoutError too (ServerGone)."""
+    while the call waits (its node was killed) fails it within about a second, as a TimeoutError too (ServerGone).
+    The request carries the current span's context, so the server's span joins this episode's trace."""
+    if hasattr(request, "trace_parent"):
+        request.trace_parent = trace_parent()
     future = client.call_async(request)
     ended = wait_served(future, timeout, client.service_is_ready)
     if ended == GONE:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields, replace
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -37,6 +38,7 @@ from teachbot.nodes.raider_ros import ACTION, TOOL_TIMEOUT, RemoteTools, result_
 from teachbot.raider.agent import CheckResult, RaiderAgent
 from teachbot.raider.config import RaiderConfig
 from teachbot.raider.tools import ToolError
+from teachbot.tracing import set_attributes, span
 
 ROLE = "issue_detection"
 CANCELED = "the check was canceled"
@@ -174,7 +176,7 @@ class IssueDetectionNode(Node):
                                                      "or cancel it", stopped="busy"))
         try:
             self._goal, self._running = goal_handle, query
-            result = await wait_for_worker(self, self._workers.submit(self._check, query))
+            result = await wait_for_worker(self, self._workers.submit(self._check, query, str(goal_handle.request.trace_parent)))
         finally:
             self._goal, self._running = None, ""
             self._busy.release()
@@ -188,7 +190,15 @@ class IssueDetectionNode(Node):
                                f"after {result.turns} turns, {result.elapsed:.1f} s")
         return result_msg(result)
 
-    def _check(self, query: str) -> CheckResult:
+    def _check(self, query: str, parent: str = "") -> CheckResult:
+        """One check as an ``issue.check`` span of the caller's trace: the query, the verdict, the tool calls."""
+        with span("issue.check", {"issue.query": query}, parent=parent, node=self.get_name(), kind=SpanKind.SERVER) as current:
+            result = self._verdict(query)
+            set_attributes(current, {"issue.verdict": result.final_response or f"no verdict ({result.stopped})",
+                                     "issue.explanation": result.explanation, "issue.turns": result.turns})
+            return result
+
+    def _verdict(self, query: str) -> CheckResult:
         try:
             result = self.agent.check(query)
         except ValueError as exc:  # an empty query

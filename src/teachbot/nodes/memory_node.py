@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
@@ -46,7 +46,7 @@ from teachbot.llm.factory import model_from_config
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
-from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes
+from teachbot.nodes.common import LATCHED_QOS, refuse_duplicate, run_nodes, traced
 from teachbot.nodes.knowledge_convert import entries_from_msgs, entry_to_msg
 from teachbot.nodes.nodeset import llm_settings
 from teachbot.nodes.task_memory_service import TaskMemoryService, working_memory_maker
@@ -119,12 +119,13 @@ class MemoryNode(Node):
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
         if hasattr(self.memory.store, "on_change"):  # the postgres backend hears other robots' lessons
             self.memory.store.on_change = self._on_others_change
-        self.create_service(RetrieveExamples, "memory/retrieve", self.on_retrieve)
-        self.create_service(AddExample, "memory/add", self.on_add)
+        self.create_service(RetrieveExamples, "memory/retrieve", traced(self, "memory.retrieve", self.on_retrieve, _retrieved))
+        self.create_service(AddExample, "memory/add", traced(self, "memory.add", self.on_add, _added))
         self.create_service(ListExamples, "memory/list", self.on_list)
         self.create_service(RemoveExample, "memory/remove", self.on_remove)
-        self.create_service(AddKnowledge, "memory/add_knowledge", self.on_add_knowledge)
-        self.create_service(RetrieveKnowledge, "memory/retrieve_knowledge", self.on_retrieve_knowledge)
+        self.create_service(AddKnowledge, "memory/add_knowledge", traced(self, "knowledge.add", self.on_add_knowledge, _added))
+        self.create_service(RetrieveKnowledge, "memory/retrieve_knowledge",
+                            traced(self, "knowledge.retrieve", self.on_retrieve_knowledge, _knowledge_retrieved))
         self.tasks = self._task_memory()
         tasks = f"; task logs in {self.tasks.directory}" if self.tasks is not None else "; task memory off"
         self.get_logger().info(f"memory ready: {len(self.memory)} examples, {len(self.knowledge.store)} knowledge entries "
@@ -301,6 +302,24 @@ class MemoryNode(Node):
         response.success = True
         response.message = "; ".join([f"{len(found)} entr{'y' if len(found) == 1 else 'ies'}", *notes])
         return response
+
+
+def _retrieved(request: Any, response: Any) -> dict[str, Any]:
+    """A retrieval's span: what was asked, and the examples found with their scores."""
+    return {"retrieval.instructions": list(request.instructions), "retrieval.profile": request.profile,
+            "retrieval.ids": [e.id for e in response.examples], "retrieval.scores": [round(float(s), 4) for s in response.scores]}
+
+
+def _knowledge_retrieved(request: Any, response: Any) -> dict[str, Any]:
+    return {"retrieval.task": request.task, "retrieval.object": request.object_name,
+            "retrieval.ids": [e.id for e in response.entries], "retrieval.scores": [round(float(s), 4) for s in response.scores]}
+
+
+def _added(request: Any, response: Any) -> dict[str, Any]:
+    """A store's span: the id (or ids) stored, or why nothing was."""
+    ids = getattr(response, "ids", None)
+    return {"memory.stored_ids": list(ids) if ids is not None else [response.id] if getattr(response, "id", "") else [],
+            "memory.message": response.message}
 
 
 def main(args: list[str] | None = None) -> int:

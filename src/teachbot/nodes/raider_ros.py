@@ -29,6 +29,7 @@ from teachbot.nodes.common import DONE, GONE, wait_served
 from teachbot.nodes.grounded_tools_service import SERVICE as TOOLS_SERVICE
 from teachbot.raider.agent import CheckResult, ToolUse
 from teachbot.raider.tools import TOOL_DOCS, ToolError
+from teachbot.tracing import trace_parent
 
 ACTION = "issue_detection/check"
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a server it has not seen yet
@@ -66,7 +67,7 @@ class RemoteTools:
             raise ToolError(f"the grounded tools are not available: no perception node serves {self.service}; "
                             "start it (ros2 run teachbot perception)")
         values = [*(args or []), *(kwargs or {}).values()]
-        request = GroundedTool.Request(tool=str(name), args=[str(v) for v in values])
+        request = GroundedTool.Request(tool=str(name), args=[str(v) for v in values], trace_parent=trace_parent())
         future = self.client.call_async(request)
         if not _wait(future, self.timeout):
             self.client.remove_pending_request(future)
@@ -148,7 +149,7 @@ class IssueDetectionClient:
             if self.on_tool is not None:
                 self.on_tool(use)
 
-        sent = self.client.send_goal_async(IssueDetection.Goal(query=query), feedback_callback=on_feedback)
+        sent = self.client.send_goal_async(IssueDetection.Goal(query=query, trace_parent=trace_parent()), feedback_callback=on_feedback)
         accept = min(timeout, ACCEPT_TIMEOUT)
         ended = wait_served(sent, accept, self.client.server_is_ready)
         if ended == GONE:

@@ -29,6 +29,8 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.robot_time import time_left
 from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD
+from teachbot.tracing import fail, set_attributes, span, trace_parent
+from teachbot.tracing.spans import arguments_text
 
 DISCOVERY_GRACE = 1.0  # seconds a just-started caller waits to discover a skill server
 # seconds a node that is on the graph may take to accept a goal or answer a sim service: a loaded machine may keep
@@ -179,6 +181,8 @@ class SkillClient:
                 point.z = float(value[2]) if len(value) > 2 else 0.0
             else:
                 setattr(goal, key, value)
+        if hasattr(goal, "trace_parent"):
+            goal.trace_parent = trace_parent()  # the skills node's span joins this episode's trace
         feedback: list[tuple[str, float]] = []
         future = client.send_goal_async(
             goal, feedback_callback=lambda msg: feedback.append((msg.feedback.feedback.stage, msg.feedback.feedback.progress))
@@ -195,8 +199,16 @@ class SkillClient:
         teachbot.sandbox.robot_time) the goal is cancelled, and MotionTimeoutError says whether the skill
         stopped within :attr:`cancel_grace` seconds or the arm may still move. A goal that ended by itself
         while being cancelled returns its result. A goal that :meth:`cancel_all` stopped with a ``fault``
-        raises that fault.
+        raises that fault. The call is a ``skill.goal`` span: the action, its arguments as sent, the result.
         """
+        with span("skill.goal", {"skill.action": name, "skill.arguments": arguments_text(fields)}) as current:
+            result = self._call(name, timeout, **fields)
+            set_attributes(current, {"skill.code": int(result.code), "skill.result": result.message or "ok"})
+            if result.code != SkillResult.SUCCESS:
+                fail(current, result.message)
+            return result
+
+    def _call(self, name: str, timeout: float, **fields: Any) -> SkillResult:
         left = time_left()
         allowed = timeout if left is None or left[0] >= timeout else max(0.0, left[0])
         handle = self._track(self.send(name, **fields))

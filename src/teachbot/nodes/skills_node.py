@@ -40,6 +40,8 @@ from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.household_signatures import HAND, HOUSEHOLD_SKILLS
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
 from teachbot.skills.library import SkillLibrary, SkillOutcome
+from teachbot.tracing import fail, set_attributes, span
+from teachbot.tracing.spans import arguments_text
 from teachbot.world.household_layout import HouseholdLayout
 
 STATE_TIMEOUT = 5.0  # seconds to wait for the first joint state before a skill gives up
@@ -301,6 +303,17 @@ class SkillsNode(Node):
         return execute
 
     def _run(self, name: str, goal_handle: Any, kwargs: dict[str, Any]) -> SkillOutcome:
+        """The skill as a ``skill.execute`` span of the caller's trace (the goal's trace_parent)."""
+        attributes = {"skill.action": name, "skill.arguments": arguments_text(kwargs)}
+        with span("skill.execute", attributes, parent=goal_handle.request.trace_parent, node=self.get_name()) as current:
+            outcome = self._execute(name, goal_handle, kwargs)
+            set_attributes(current, {"skill.code": int(outcome.code), "skill.result": outcome.message or "ok",
+                                     "skill.duration_s": outcome.duration})
+            if not outcome.success:
+                fail(current, outcome.message)
+            return outcome
+
+    def _execute(self, name: str, goal_handle: Any, kwargs: dict[str, Any]) -> SkillOutcome:
         if self._estop:
             return SkillOutcome(False, ErrorCode.EMERGENCY_STOP,
                                 f"emergency stop is active; publish false on {self.profile.topics['emergency_stop']} to release it", 0.0)

@@ -21,6 +21,7 @@ from teachbot.nodes.nodeset import NodeSpec, node_set
 from teachbot.nodes.skill_client import SkillClient
 from teachbot.robot_profile import RobotProfile
 from teachbot.ros_env import configure_loopback
+from teachbot.tracing.setup import configure as configure_tracing
 
 SWITCH_INTERVAL = 0.001  # seconds
 
@@ -64,6 +65,7 @@ class InProcessStack:
         A node that fails to start stops the nodes already built and raises its error.
         """
         configure_loopback()
+        configure_tracing("teachbot-stack")  # every node of the stack writes its spans through one provider
         self._stopping = False
         # the physics thread and numpy release and retake the GIL constantly; a short switch
         # interval keeps the ROS and skill threads from waiting 5 ms for it each time

@@ -103,6 +103,7 @@ class RunResult:
     error_type: str | None = None  # 'NameError', 'SandboxViolation', 'Timeout', 'MemoryError', 'Killed', an API error class, ...
     undefined_name: str | None = None  # a called name that is not defined (for function generation)
     killed: bool = False  # the worker was killed (wall clock, CPU, memory) and restarted
+    sandbox_s: float = field(default=0.0, compare=False)  # seconds it ran in the sandbox, the robot API calls not counted
 
 
 class _Lost(Exception):
@@ -395,6 +396,7 @@ class SandboxExecutor:
                 self._update(message)
                 undefined = message.get("undef")
                 return RunResult(
+                    sandbox_s=round(max(0.0, self.limits.wall_time - budget.left()), 6),
                     outputs=outputs,
                     error=_text(message.get("error"), self.limits.max_output_chars),
                     error_type=_text(message.get("etype"), 100),
