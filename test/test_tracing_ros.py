@@ -70,6 +70,8 @@ def test_a_learning_episode_is_one_trace_across_the_nodes() -> None:
     sources = [r.attributes["console.source"] for r in sorted(statements, key=lambda r: r.start_ns)]
     assert sources[:2] == ["wait_for_trigger()", "put_first_on_second('red block', 'blue bowl')"], text
     assert "learn_from_interaction()" in sources, text
+    lines = list(report.replayed.transcript)  # each statement names the transcript line of its code (the page links them)
+    assert all(lines[r.attributes["console.line"]] == ">>> " + r.attributes["console.source"].splitlines()[0] for r in statements)
 
     # the skill goal: the console's statement -> the client's goal -> the skills node's execution
     goals = sorted((r for r in first if r.name == "skill.goal"), key=lambda r: r.start_ns)

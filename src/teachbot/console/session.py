@@ -98,6 +98,8 @@ class ConsoleSession:
         self.transcript = Transcript(max_chars=self.config.max_transcript_chars)
         self.on_entry = on_entry or (lambda _entry: None)
         self.rounds = 0
+        self._lines = 0  # transcript lines so far (as TranscriptUpdate numbers them: first_line of each entry)
+        self._code_line = 0  # the first line of the newest code entry
         self.stop_reason = ""
         self._errors: list[str] = []
         self._recent: list[tuple[str, str]] = []
@@ -106,12 +108,18 @@ class ConsoleSession:
     # ------------------------------------------------------------------ transcript
     def _code(self, source: str) -> None:
         self.transcript.add_code(source)
-        self.on_entry(self.transcript.entries[-1])
+        self._code_line = self._lines
+        self._entered()
 
     def _output(self, text: str) -> None:
         if text:
             self.transcript.add_output(text)
-            self.on_entry(self.transcript.entries[-1])
+            self._entered()
+
+    def _entered(self) -> None:
+        entry = self.transcript.entries[-1]
+        self._lines += entry.render().count("\n") + 1
+        self.on_entry(entry)
 
     # ------------------------------------------------------------------ loop
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> str:
@@ -193,7 +201,7 @@ class ConsoleSession:
 
     def _run(self, source: str) -> RunResult:
         """Execute one statement in the sandbox as a ``statement`` span: its source, its result or error line."""
-        with span("statement", {"console.source": source}) as current:
+        with span("statement", {"console.source": source, "console.line": self._code_line}) as current:
             result = self.executor.run(source)
             shown = result.error or "\n".join(result.outputs)
             set_attributes(current, {"console.result": shown, "console.error_type": result.error_type or None,
