@@ -16,6 +16,8 @@ from teachbot.evaluation.metrics import read_results, summarize
 from teachbot.evaluation.person import PersonConfig
 from teachbot.evaluation.sweep import SweepConfig
 from teachbot.nodes.eval_sweep import run_sweep
+from teachbot.tracing.jsonl import read_spans
+from teachbot.tracing.setup import installed
 
 pytestmark = pytest.mark.timeout(pytest_timeout(900))
 
@@ -37,6 +39,17 @@ def test_an_oracle_scores_full_marks(client, tmp_path):
     line = json.loads(results.read_text().splitlines()[0])
     assert set(line) >= {"method", "split", "template", "run", "instruction", "returns", "outcome",
                          "interactions_until_success", "tokens", "cost_usd", "wall_s"}
+    # every run is a trace of its own (as an episode on the robot is), named in its result line
+    tracing = installed()
+    assert tracing is not None and tracing.flush(10.0)
+    spans = read_spans(tracing.directory)
+    for record in records:
+        trace = [r for r in spans if r.trace_id == record.extra["trace_id"]]
+        (root,) = [r for r in trace if r.parent_id is None]
+        assert root.name == "evaluation.run" and root.attributes["evaluation.task"] == record.template
+        episodes = [r for r in trace if r.name == "episode"]
+        assert episodes and all(e.parent_id == root.span_id for e in episodes)
+        assert any(r.name == "skill.execute" and r.attributes["teachbot.node"] == "skills" for r in trace)
 
 
 def test_a_model_that_errs_once_then_follows_the_correction(client, tmp_path):

@@ -164,3 +164,25 @@ def test_the_shipped_config_traces_by_default() -> None:
     shipped = TracingConfig.load()
     assert shipped.enabled and shipped.otlp_endpoint == ""
 
+
+
+def test_each_evaluation_run_is_a_trace_named_in_its_result(spans: Spans) -> None:
+    """RAIDER's benchmark as the example (the other evaluations wrap their runs the same way): each case is the root
+    span of its own trace, with the checker's LLM call under it, and its score names that trace."""
+    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases
+    from teachbot.evaluation.raider_cases import load_cases
+    from teachbot.llm.scripted import ScriptedModel
+
+    cases = [c for c in load_cases() if c.world == "tabletop"][:2]
+    model = ScriptedModel(respond=lambda prompt: '{"final_response": "none", "explanation": "free", "grounding": []}',
+                          name="interaction:scripted", stop=())
+    scores = run_cases(cases, checker_factory("visual-obs", model))
+    made = spans.dicts()
+    runs = [d for d in made if d["name"] == "evaluation.run"]
+    assert [r["attributes"]["evaluation.task"] for r in runs] == [c.id for c in cases]
+    assert all(r["parent_id"] is None and r["attributes"]["evaluation.kind"] == "raider" for r in runs)
+    assert [s.trace_id for s in scores] == [r["trace_id"] for r in runs] and len({s.trace_id for s in scores}) == 2
+    for run in runs:
+        calls = [d for d in made if d["name"] == "llm.call" and d["trace_id"] == run["trace_id"]]
+        assert len(calls) == 1 and calls[0]["parent_id"] == run["span_id"]
+        assert calls[0]["attributes"]["llm.role"] == "interaction"

@@ -12,7 +12,7 @@ learning chain is the id the memory node stored. The retrieval for the next requ
 
 from __future__ import annotations
 
-import os
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from timing import timeout
 from teachbot.nodes.replay_check import replay
 from teachbot.tracing import EPISODE_ID, EPISODE_SPAN
 from teachbot.tracing.jsonl import SpanRecord, read_spans
-from teachbot.tracing.setup import flush
+from teachbot.tracing.setup import flush, installed
 from teachbot.tracing.tree import episodes, render
 
 BAG = Path(__file__).resolve().parent / "bags" / "learning_episode"
@@ -42,13 +42,14 @@ def descendants(trace: list[SpanRecord], parent: SpanRecord) -> list[SpanRecord]
 
 @pytest.mark.timeout(timeout(600))
 def test_a_learning_episode_is_one_trace_across_the_nodes() -> None:
-    directory = Path(os.environ["TEACHBOT_TRACE_DIR"])
-    before = {e.trace_id for e in episodes(read_spans(directory))}
+    started = time.time_ns()
     report = replay(BAG, check=True, timeout=timeout(300))
     assert report.ok, report.render()
+    tracing = installed()  # the stack installed this process's provider (conftest chose its folder)
+    assert tracing is not None and tracing.provider is not None
     assert flush(10.0)
-    spans = read_spans(directory)
-    new = [e for e in episodes(spans) if e.trace_id not in before]
+    spans = read_spans(tracing.directory)
+    new = [e for e in episodes(spans) if e.start_ns >= started]
     assert len(new) == 1, f"expected the session's one episode, found {new}"
     first = [r for r in spans if r.trace_id == new[0].trace_id]
     text = render(first)

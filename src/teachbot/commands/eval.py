@@ -89,6 +89,9 @@ def run_cap(args: argparse.Namespace) -> int:
     from teachbot.evaluation.report import write_report  # deferred: loaded when the command runs
     from teachbot.evaluation.sweep import SweepConfig  # deferred: loaded when the command runs
     from teachbot.nodes.eval_sweep import run_sweep  # deferred: loaded when the command runs
+    from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
+
+    trace_into(Path(args.out) / "traces", "teachbot-eval-cap")  # every run's trace beside its results (their trace_id)
 
     splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
     for split in splits:

@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
     # deferred: loaded when the command runs
     from teachbot.evaluation.droc import DrocConfig, double_models, run_droc, write_summary
     from teachbot.evaluation.droc_tasks import load_tasks  # deferred: loaded when the command runs
+    from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
+
+    trace_into(Path(args.out) / "traces", "teachbot-eval-droc")  # every run's trace beside its results (their trace_id)
 
     config = DrocConfig(methods=comma_names(args.methods), tasks=comma_names(args.tasks), iterations=args.iterations,
                         max_corrections=args.max_corrections, shared_store=args.store == "shared")

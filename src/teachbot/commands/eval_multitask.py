@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     """Run (or resume) the benchmark, then write summary.json and report.md and print the table."""
     # deferred: loaded when the command runs
     from teachbot.evaluation.multitask import MultitaskConfig, run_multitask, write_summary
+    from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
+
+    trace_into(Path(args.out) / "traces", "teachbot-eval-multitask")  # every run's trace beside its results (their trace_id)
 
     methods, modes, tasks = comma_names(args.methods), comma_names(args.modes), comma_names(args.tasks)
     bad = [m for m in methods if m not in METHODS] + [m for m in modes if m not in MODES]

@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, write_outputs
     from teachbot.evaluation.raider_cases import load_cases  # deferred: pybullet, loaded when the command runs
     from teachbot.raider.config import RaiderConfig  # deferred: loaded when the command runs
+    from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
+
+    trace_into(Path(args.out) / "traces", "teachbot-eval-raider")  # every run's trace beside its results (their trace_id)
 
     out = Path(args.out)
     if (out / "results.jsonl").exists():

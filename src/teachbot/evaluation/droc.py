@@ -76,6 +76,7 @@ from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory import SentenceTransformerEmbedder
 from teachbot.simrobot.direct import DirectSkills
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD, SkillParameters
+from teachbot.tracing import evaluation_run
 
 RESULTS, SETTINGS = "results.jsonl", "droc_settings.json"
 
@@ -406,8 +407,9 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
                     METHODS[method], models, out / "knowledge" / method, text_embedder, descriptor))
                 if not config.shared_store and iteration == 1 and variant == task.iteration(1)[0]:
                     agent.forget_all()  # a task's sequence starts from an empty store
-                row = {"method": method, "task": task.id, "iteration": iteration,
-                       **agent.episode(worlds, task, variant, config.max_corrections)}
+                with evaluation_run("droc", method=method, task=task.id, trial=iteration, variant=variant.name) as trace_id:
+                    row = {"method": method, "task": task.id, "iteration": iteration,
+                           **agent.episode(worlds, task, variant, config.max_corrections), "trace_id": trace_id}
                 with open(out / RESULTS, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(row) + "\n")
                 bar.set_postfix_str(f"{method} {task.id} {iteration} {variant.name}: {row['corrections']} corrections")

@@ -45,6 +45,7 @@ from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.paths import config_path
 from teachbot.taskmemory import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
 from teachbot.taskmemory.environment import color_of
+from teachbot.tracing import evaluation_run
 
 MODES = ("standalone", "consecutive", "intervened")
 METHODS = ("memory", "memory-worker", "no-memory")
@@ -350,7 +351,9 @@ def run_multitask(out: Path, models: MultitaskModels, *, methods: Sequence[str] 
             for mode, first, second in config.cases(modes, tasks):
                 if (method, mode, first, second) in seen:
                     continue
-                row = run_case(world, method, mode, first, second, config, models, out / "stores" / method)
+                with evaluation_run("multitask", method=method, mode=mode, task=first, second=second) as trace_id:
+                    row = {**run_case(world, method, mode, first, second, config, models, out / "stores" / method),
+                           "trace_id": trace_id}
                 with results.open("a") as handle:
                     handle.write(json.dumps(row) + "\n")
                 progress(f"{method} {mode} {first}{'+' + second if second else ''}: "

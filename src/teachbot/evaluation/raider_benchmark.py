@@ -29,6 +29,7 @@ from teachbot.raider.config import RaiderConfig
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
+from teachbot.tracing import evaluation_run
 
 METHODS = ("raider", "precond", "visual-obs")
 ISSUE_TYPES = ("IA", "IU1", "IU2", "IU3", "IU4", "IU5", "IU6", "IN")
@@ -60,6 +61,7 @@ class CaseScore:
     stopped: str
     recov_plan: bool | None = None
     expl_judge: bool | None = None  # the LLM judge's grade of the explanation (None: not judged)
+    trace_id: str = ""  # the case's trace (teachbot trace show <trace_id>)
 
 
 def grounded_right(case: RaiderCase, grounding: Iterable[str], known: Iterable[str]) -> bool:
@@ -150,29 +152,36 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
         out.mkdir(parents=True, exist_ok=True)
     with CaseWorlds() as worlds:
         for case in cases:
-            tools = worlds.tools_for(case)
-            listing = json.loads(tools.object_detection())
-            known = [*listing["objects"], *listing.get("places", [])]
-            try:
-                result = make_checker(tools, case.world).check(case.query)
-            except ToolError as exc:  # a checker that cannot even start counts as no verdict
-                result = CheckResult(case.query, "", str(exc), stopped="error")
-            s = score(case, result, known)
-            if judge is not None:
-                s = replace(s, expl_judge=judge.grade(case, result))
-            if recover is not None and s.det and result.issue:
-                outcome = evaluate_recovery(case, result, recover, worlds)
-                s = replace(s, recov_plan=outcome.success)
-                if out is not None:
-                    with (out / "recovery.jsonl").open("a") as f:
-                        f.write(json.dumps(asdict(outcome)) + "\n")
-            scores.append(s)
+            with evaluation_run("raider", task=case.id, issue=case.issue_type, world=case.world) as trace_id:
+                scores.append(_run_case(case, worlds, make_checker, out, recover, judge, trace_id))
             if out is not None:
                 with (out / "results.jsonl").open("a") as f:
-                    f.write(json.dumps(asdict(s)) + "\n")
+                    f.write(json.dumps(asdict(scores[-1])) + "\n")
             if progress is not None:
-                progress(s)
+                progress(scores[-1])
     return scores
+
+
+def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: Path | None, recover: RecoveryPlanner | None,
+              judge: ExplanationJudge | None, trace_id: str) -> CaseScore:
+    """One case checked (and recovered, and judged, as asked), its score with its trace id."""
+    tools = worlds.tools_for(case)
+    listing = json.loads(tools.object_detection())
+    known = [*listing["objects"], *listing.get("places", [])]
+    try:
+        result = make_checker(tools, case.world).check(case.query)
+    except ToolError as exc:  # a checker that cannot even start counts as no verdict
+        result = CheckResult(case.query, "", str(exc), stopped="error")
+    s = score(case, result, known)
+    if judge is not None:
+        s = replace(s, expl_judge=judge.grade(case, result))
+    if recover is not None and s.det and result.issue:
+        outcome = evaluate_recovery(case, result, recover, worlds)
+        s = replace(s, recov_plan=outcome.success)
+        if out is not None:
+            with (out / "recovery.jsonl").open("a") as f:
+                f.write(json.dumps(asdict(outcome)) + "\n")
+    return replace(s, trace_id=trace_id)
 
 
 def summarise(scores: Sequence[CaseScore]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from teachbot.evaluation.sweep import (
 from teachbot.evaluation.world_state import WorldState, describe
 from teachbot.memory.config import MemoryConfig
 from teachbot.ros_env import configure_loopback
+from teachbot.tracing import evaluation_run
 
 ModelFactory = Callable[[Method], AgentModels]
 
@@ -115,8 +116,9 @@ def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: ty
 
     plan = task.oracle(initial)
     begin_run([models.interaction, models.function_generation, models.improvement], plan, episode.instruction)
-    return agent.run(PreparedRun(run.method, run.split, run.template, run.run, episode.instruction, check, plan, world,
-                                 extra={"seed": run.seed, "scene": episode.scene_yaml()}))
+    with evaluation_run("cap", method=run.method, split=run.split, task=run.template, trial=run.run) as trace_id:
+        return agent.run(PreparedRun(run.method, run.split, run.template, run.run, episode.instruction, check, plan, world,
+                                     extra={"seed": run.seed, "scene": episode.scene_yaml(), "trace_id": trace_id}))
 
 
 def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,

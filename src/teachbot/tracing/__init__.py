@@ -12,6 +12,7 @@ from teachbot.tracing.spans import (
     EPISODE_SPAN,
     attribute_text,
     current_trace_id,
+    evaluation_run,
     fail,
     record_span,
     set_attributes,
@@ -19,5 +20,5 @@ from teachbot.tracing.spans import (
     trace_parent,
 )
 
-__all__ = ["EPISODE_ID", "EPISODE_SPAN", "attribute_text", "current_trace_id", "fail", "record_span", "set_attributes",
+__all__ = ["EPISODE_ID", "EPISODE_SPAN", "attribute_text", "current_trace_id", "evaluation_run", "fail", "record_span", "set_attributes",
            "span", "trace_parent"]

@@ -110,6 +110,18 @@ def configure(service: str = "teachbot", config: TracingConfig | None = None) ->
         return _installed
 
 
+def trace_into(directory: str | Path, service: str) -> Tracing:
+    """Write this process's spans, and those of the processes it starts, into ``directory`` (an evaluation's
+    ``OUT/traces``): TEACHBOT_TRACE_DIR is set to it before the provider is installed. A process whose provider is
+    installed already keeps writing where it does (said in a warning line)."""
+    if _installed is None:
+        os.environ[DIR_ENV] = str(directory)
+    tracing = configure(service)
+    if tracing.directory != Path(directory):
+        log.warning("tracing: this process already writes its spans to %s; not to %s", tracing.directory, directory)
+    return tracing
+
+
 def installed() -> Tracing | None:
     """The setup ``configure`` installed in this process, or None."""
     return _installed

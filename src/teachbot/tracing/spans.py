@@ -130,3 +130,13 @@ def current_trace_id() -> str:
     """The current trace's id (32 hex digits), '' outside a recording span."""
     found = trace.get_current_span().get_span_context()
     return format(found.trace_id, "032x") if found.is_valid else ""
+
+
+@contextlib.contextmanager
+def evaluation_run(kind: str, **fields: Any) -> Iterator[str]:
+    """One run of an evaluation (``kind`` cap, droc, raider, multitask) as the root span of a trace of its own, its
+    ``fields`` (method, task, trial, ...) as ``evaluation.*`` attributes; yields the trace id for the run's result line,
+    so ``teachbot trace show <trace id>`` shows the run exactly as a live episode on the robot is shown."""
+    attributes = {"evaluation.kind": kind, **{f"evaluation.{key}": value for key, value in fields.items()}}
+    with _tracer().start_as_current_span("evaluation.run", context=otel_context.Context(), attributes=_clean(attributes)):
+        yield current_trace_id()

@@ -1,8 +1,10 @@
 """An episode's trace read back from the day files, as a tree: for ``teachbot trace show`` and the web page.
 
-``episodes`` lists the episodes found (newest last); ``episode_trace`` picks one by its episode id (a prefix
-is enough), its trace id, or the newest; ``render`` prints it as an indented tree with each span's start
-(seconds after the episode began), duration, node and its telling attributes.
+``episodes`` lists the episodes found (newest last): on the robot each is a trace of its own; in an evaluation
+the episodes of one run hang under its ``evaluation.run`` span. ``episode_trace`` picks an episode by its id (a
+prefix is enough) or the newest (its span and everything under it), or a whole trace by its id (an evaluation
+run's, as results.jsonl names it); ``render`` prints it as an indented tree with each span's start (seconds after
+the first began), duration, node and its telling attributes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SHOWN = {
     "approval": ("approval.question", "approval.answer"),
     "learning": ("learning.verdict", "learning.lesson_id", "learning.reason"),
     "learning.step": ("learning.step", "learning.verdict"),
+    "evaluation.run": ("evaluation.kind", "evaluation.method", "evaluation.task", "evaluation.trial"),
     EPISODE_SPAN: (EPISODE_ID, "episode.reason"),
 }
 
@@ -45,32 +48,47 @@ class EpisodeSummary:
 
 
 def episodes(spans: Sequence[SpanRecord]) -> list[EpisodeSummary]:
-    """The episodes among ``spans`` (their root spans), oldest first."""
-    count: dict[str, int] = {}
-    for record in spans:
-        count[record.trace_id] = count.get(record.trace_id, 0) + 1
-    found = [EpisodeSummary(str(r.attributes.get(EPISODE_ID, "")), r.trace_id, r.start_ns, r.seconds, count[r.trace_id])
-             for r in spans if r.name == EPISODE_SPAN and r.parent_id is None]
+    """The episodes among ``spans`` (their ``episode`` spans, with how many spans each holds), oldest first."""
+    found = [EpisodeSummary(str(r.attributes.get(EPISODE_ID, "")), r.trace_id, r.start_ns, r.seconds,
+                            1 + len(_below(spans, r))) for r in spans if r.name == EPISODE_SPAN]
     return sorted(found, key=lambda e: e.start_ns)
 
 
+def _below(spans: Sequence[SpanRecord], top: SpanRecord) -> list[SpanRecord]:
+    """The spans under ``top`` (its trace's spans whose chain of parents reaches it)."""
+    same = [r for r in spans if r.trace_id == top.trace_id]
+    children: dict[str | None, list[SpanRecord]] = {}
+    for record in same:
+        children.setdefault(record.parent_id, []).append(record)
+    found, frontier = [], [top.span_id]
+    while frontier:
+        kids = [r for parent in frontier for r in children.get(parent, [])]
+        found += kids
+        frontier = [r.span_id for r in kids]
+    return found
+
+
 def episode_trace(spans: Sequence[SpanRecord], which: str = "") -> list[SpanRecord]:
-    """The spans of one episode's trace, by start time: ``which`` an episode id (or its prefix), a trace id, or ''
-    for the newest episode. A ConfigError says what there is when nothing matches."""
-    known = episodes(spans)
+    """The spans of one episode (its span and all under it), by start time: ``which`` an episode id (or its prefix), or
+    '' for the newest episode; or a whole trace when ``which`` is a trace id. A ConfigError says what there is when
+    nothing matches."""
+    whole = sorted((r for r in spans if which and r.trace_id == which), key=lambda r: (r.start_ns, r.end_ns))
+    if whole:
+        return whole
+    known = [r for r in sorted(spans, key=lambda r: r.start_ns) if r.name == EPISODE_SPAN]
     if not known:
         raise ConfigError("no episode traces found; run an episode first (tracing.enabled in config/tracing.yaml), "
                           "or point --dir (TEACHBOT_TRACE_DIR) at the traces folder")
     if not which:
         chosen = known[-1]
     else:
-        matches = [e for e in known if e.episode_id.startswith(which) or e.trace_id == which]
+        matches = [r for r in known if str(r.attributes.get(EPISODE_ID, "")).startswith(which)]
         if len(matches) != 1:
-            some = ", ".join(e.episode_id for e in known[-5:])
+            some = ", ".join(str(r.attributes.get(EPISODE_ID, "")) for r in known[-5:])
             problem = "no episode" if not matches else f"{len(matches)} episodes"
             raise ConfigError(f"{problem} matches {which!r}; the newest are: {some} (`teachbot trace list` lists them all)")
         chosen = matches[0]
-    return sorted((r for r in spans if r.trace_id == chosen.trace_id), key=lambda r: (r.start_ns, r.end_ns))
+    return sorted([chosen, *_below(spans, chosen)], key=lambda r: (r.start_ns, r.end_ns))
 
 
 def ordered(trace: Sequence[SpanRecord]) -> list[tuple[int, SpanRecord]]:
