@@ -268,7 +268,9 @@ class InteractionCore:
             self.knowledge.forget()
 
     def _learn_request(self, deadline: float) -> LearnRequest:
-        objects = tuple(self._objects_now())
+        # what the robot knows now: waiting for an object list here (a stack without perception) held every learning
+        # call for the list's whole timeout before the improvement node saw it (the trace showed 5 s)
+        objects = tuple(self.known_objects() if self.known_objects is not None else self._objects_now())
         session = self.session
         return LearnRequest(self.api.profile, self.episode_id, session.transcript.render() if session else "",
                             objects, time.time() + deadline)
