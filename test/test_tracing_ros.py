@@ -65,7 +65,7 @@ def test_a_learning_episode_is_one_trace_across_the_nodes() -> None:
             assert parent.start_ns <= record.start_ns and record.end_ns <= parent.end_ns, (record.name, parent.name, text)
 
     nodes = {r.attributes.get("teachbot.node") for r in first} - {None}
-    assert {"memory", "skills", "improvement"} <= nodes, text
+    assert {"interaction_manager", "memory", "skills", "improvement"} <= nodes, text
 
     statements = [r for r in first if r.name == "statement"]
     sources = [r.attributes["console.source"] for r in sorted(statements, key=lambda r: r.start_ns)]

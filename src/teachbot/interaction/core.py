@@ -108,12 +108,14 @@ class InteractionCore:
         corrections: Any = None,
         known_objects: Callable[[], list[str]] | None = None,
         on_pending_lesson: Callable[[InteractionExample | None], None] | None = None,
+        node: str = "",
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
         if knowledge is not None and corrections is not None:  # a correction starts from what the call really used
             corrections.learned = knowledge.applied_values
         self.known_objects = known_objects  # what the robot knows now without waiting (the knowledge block)
+        self.node = node  # the ROS node that runs the episodes (its name on the episode spans), '' in-process
         self.config = config or CoreConfig()
         dialog.limit(self.config.bounds)
         self.learner, self.scene_objects, self.log = learner, scene_objects, log
@@ -171,7 +173,7 @@ class InteractionCore:
         """One episode: wait for the person, then the LLM drives; returns why it ended. The episode is one trace
         (teachbot.tracing): its root span holds every LLM call, statement, skill goal and lesson of it."""
         self.episode_id = uuid.uuid4().hex[:12]
-        with span(EPISODE_SPAN, {EPISODE_ID: self.episode_id, "episode.profile": self.api.profile}) as root:
+        with span(EPISODE_SPAN, {EPISODE_ID: self.episode_id, "episode.profile": self.api.profile}, node=self.node) as root:
             reason = self._episode()
             set_attributes(root, {"episode.reason": reason, "episode.rounds": self.session.rounds if self.session else 0})
             if reason != ENDED and not reason.startswith(QUIET_PREFIX):

@@ -176,7 +176,7 @@ class InteractionManagerNode(Node):
             scene_objects=self.list_objects, on_kill=self.skills.cancel_all, on_entry=self._publish_entry,
             limits=SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {})),
             log=self.get_logger().info, prices=self.prices, corrections=corrections, knowledge=knowledge,
-            known_objects=lambda: sorted(self._objects or {}), on_pending_lesson=self.lessons.pending,
+            known_objects=lambda: sorted(self._objects or {}), on_pending_lesson=self.lessons.pending, node=self.get_name(),
         )
         self.lessons.attach(self.core)
         self._closing = threading.Event()
