@@ -186,3 +186,40 @@ def test_each_evaluation_run_is_a_trace_named_in_its_result(spans: Spans) -> Non
         calls = [d for d in made if d["name"] == "llm.call" and d["trace_id"] == run["trace_id"]]
         assert len(calls) == 1 and calls[0]["parent_id"] == run["span_id"]
         assert calls[0]["attributes"]["llm.role"] == "interaction"
+
+
+def test_otlp_sends_the_spans_to_a_collector(spans: Spans) -> None:
+    """tracing.otlp_endpoint's exporter (OTLP/HTTP, protobuf) against a collector stand-in on loopback."""
+    import http.server
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from teachbot.tracing.setup import _otlp
+
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with span(EPISODE_SPAN, {EPISODE_ID: "otlp00000001"}):
+            pass
+        exporter = _otlp(f"http://127.0.0.1:{server.server_port}/v1/traces")
+        assert exporter.export(spans.memory.get_finished_spans()).name == "SUCCESS"
+    finally:
+        server.shutdown()
+    (path, body), = received
+    sent = ExportTraceServiceRequest.FromString(body)
+    (one,) = [s for r in sent.resource_spans for scope in r.scope_spans for s in scope.spans]
+    assert path == "/v1/traces" and one.name == EPISODE_SPAN
+    assert {a.key: a.value.string_value for a in one.attributes}[EPISODE_ID] == "otlp00000001"
