@@ -54,6 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     report = kinds.add_parser("report", help="summary.json, report.md and plots of an evaluation directory")
     report.add_argument("directory")
     report.set_defaults(func=run_report)
+    show = kinds.add_parser("show", help="one run's story from its trace: the LLM calls and replies, retrievals, lessons, "
+                                         "statements and skills (no RUN: the list of runs)")
+    show.add_argument("directory", help="the --out directory of a teachbot eval command")
+    show.add_argument("run", nargs="?", default="", help="a line number of results.jsonl, or the run's name as listed "
+                                                          "(cap: method/split/template/run)")
+    show.set_defaults(func=run_show)
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,18 @@ def _published() -> dict[str, dict[str, Any]]:
 
     protocol = load_yaml(config_path("benchmarks", "cap_tabletop.yaml"))["protocol"]
     return {"core paper, GPT-4": protocol["published_results_gpt4"], "core paper, GPT-3.5": protocol["published_results_gpt35"]}
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """List the runs of an evaluation directory, or tell one run's story."""
+    from teachbot.evaluation.audit import runs, story  # deferred: opentelemetry, loaded when the command runs
+
+    if not args.run:
+        for line in runs(args.directory):
+            print(f"{line.number:5d}  {line.key:60} {line.outcome:10} {line.trace_id or '(no trace)'}")
+        return 0
+    print(story(args.directory, args.run), flush=True)
+    return 0
 
 
 def run_report(args: argparse.Namespace) -> int:

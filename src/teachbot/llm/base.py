@@ -3,7 +3,8 @@
 Pure Python (no ROS): the interaction manager, the function generator and the improvement step all
 talk to a ``Model``; nodes publish each ``Completion`` (prompt digest + text) so a recorded session
 can be replayed by ``ScriptedModel`` without any LLM. Every completion of a backend is also an ``llm.call``
-span of the current trace (teachbot.tracing): role, model, prompt digest, tokens, cost, latency, finish reason.
+span of the current trace (teachbot.tracing): role, model, prompt digest, tokens, cost, latency, finish reason and
+the reply (cut to tracing's max_attribute_chars).
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class RecordingModel:
             "llm.tokens_in": completion.prompt_tokens, "llm.tokens_cached": completion.cached_tokens,
             "llm.tokens_out": completion.completion_tokens, "llm.latency_s": round(completion.latency, 6),
             "llm.cost_usd": _prices().cost(completion, local=self.local), "llm.finish_reason": completion.finish_reason,
-            "llm.attempts": completion.attempts})
+            "llm.attempts": completion.attempts, "llm.reply": completion.text})
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:
