@@ -1,6 +1,8 @@
 """The web page's server without ROS: a fake robot behind the hub, real uvicorn on a free loopback port, real HTTP
 and websocket clients. The guards (CSP and friends, loopback Host, same-origin websockets, the token and its
-cookie, message checks, the rate limit, the client limit), the events a page gets, and camera frames at their rate."""
+cookie, message checks, the rate limit, the client limit), the events a page gets, and camera frames at their rate.
+An episode's trace: spans written as the exporter writes them (JSON Lines, children before parents) into a trace
+folder of the test's own, read back for the page in tree order, the running episode found by its statements."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from websockets.sync.client import connect
 
 from teachbot.errors import ConfigError
 from teachbot.memory.example import InteractionExample
+from teachbot.tracing.jsonl import day_file
 from teachbot.web.app import COOKIE, CSP, PageApp
 from teachbot.web.config import WebConfig
 from teachbot.web.frames import FrameSource, unpack
 from teachbot.web.hub import Hub, RobotUnavailable
 from teachbot.web.protocol import Limits, RateLimit, Refused, clean_text, parse
 from teachbot.web.server import WebServer
+from teachbot.web.traces import TraceReader, rows
 
 pytestmark = pytest.mark.timeout(pytest_timeout(60))
 TOKEN = "correct-horse-battery-staple"
@@ -289,3 +293,213 @@ def test_the_checks_of_a_message():
         parse('{"type": "stop", "now": true}', limits)
     with pytest.raises(Refused, match="must be bool"):
         parse('{"type": "confirm_mode", "on": 1}', limits)
+
+
+# ---------------------------------------------------------------------------------------------- episode traces
+T0 = 1_790_000_000_000_000_000  # ns: a day of 2026; every span of these tests falls on it
+
+
+class Spans:
+    """Writes spans into a trace folder as the JSONL exporter does: one line per finished span, appended."""
+
+    def __init__(self, directory) -> None:
+        self.directory = directory
+        self.count = 0
+
+    def span(self, trace: str, name: str, start_ms: float, ms: float, parent: str | None = None, status: str = "unset",
+             message: str = "", **attributes) -> str:
+        self.count += 1
+        span_id = f"{self.count:016x}"
+        start = T0 + int(start_ms * 1e6)
+        record = {"trace_id": trace * 32 if len(trace) == 1 else trace, "span_id": span_id, "parent_id": parent,
+                  "name": name, "service": "teachbot-stack", "kind": "internal", "start_ns": start,
+                  "end_ns": start + int(ms * 1e6), "status": status, "status_message": message,
+                  "attributes": attributes, "events": []}
+        self.write(json.dumps(record) + "\n")
+        return span_id
+
+    def write(self, text: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with day_file(self.directory, T0).open("a") as f:
+            f.write(text)
+
+
+TRANSCRIPT = [(0, [">>> wait_for_trigger()", "{'type': 'dialog', 'text': 'put the block in the blue bowl'}"]),
+              (2, [">>> put_first_on_second('red block', 'blue bowl')", "'success'"]),
+              (4, [">>> say('Done')", "None"])]
+
+
+def episode(spans: Spans, trace: str, episode_id: str, finished: bool = True, at: float = 0.0) -> None:
+    """The spans of an episode like the console's, ``at`` ms after T0, children first (a span is written when it ends)."""
+    root, goal = "e" + trace[0] * 15, "a" + trace[0] * 15
+    spans.span(trace, "statement", at + 1, 300, root, **{"console.source": "wait_for_trigger()", "console.line": 0})
+    spans.span(trace, "llm.call", at + 305, 20, root, **{"llm.role": "interaction", "llm.tokens_in": 3263})
+    spans.span(trace, "skill.execute", at + 340, 900, goal, status="error", message="the gripper slipped",
+               **{"teachbot.node": "skills", "skill.action": "put_first_on_second", "skill.result": "failure"})
+    spans.span(trace, "skill.goal", at + 330, 950, None, **{"skill.action": "put_first_on_second"})  # its parent: below
+    statement = spans.span(trace, "statement", at + 328, 960, root,
+                           **{"console.source": "put_first_on_second('red block', 'blue bowl')", "console.line": 2})
+    _fix_parent(spans, goal, statement)
+    if finished:
+        start = T0 + int(at * 1e6)
+        spans.write(json.dumps({"trace_id": trace * 32, "span_id": root, "parent_id": None, "name": "episode",
+                                "start_ns": start, "end_ns": start + int(2000e6), "status": "unset",
+                                "attributes": {"teachbot.episode_id": episode_id}}) + "\n")
+
+
+def _fix_parent(spans: Spans, goal: str, statement: str) -> None:
+    """Give the skill.goal line (written with a placeholder) its span id and its statement parent, as the exporter would."""
+    path = day_file(spans.directory, T0)
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if record["name"] == "skill.goal" and record["parent_id"] is None:
+            record["span_id"], record["parent_id"] = goal, statement
+            lines[i] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture()
+def traced(tmp_path, monkeypatch):
+    """A page whose trace folder is the test's own, with two episodes' transcripts and a finished episode's trace."""
+    monkeypatch.setenv("TEACHBOT_TRACE_DIR", str(tmp_path / "traces"))
+    spans = Spans(tmp_path / "traces")
+    episode(spans, "b", "ep0")  # an older episode: its spans never show under ep1
+    episode(spans, "c", "ep1", at=2500)
+    p = Page()
+    for first, lines in TRANSCRIPT:
+        p.hub.transcript("ep1", first, lines)
+    p.spans = spans
+    yield p
+    p.close()
+
+
+def ask(ws, **message) -> dict:
+    ws.send(json.dumps({"type": "trace", **message}))
+    return events(ws, lambda e: e["type"] in ("trace", "note"))[-1]
+
+
+def test_an_episodes_spans_come_in_tree_order_with_their_lines_and_nodes(traced):
+    with traced.ws() as ws:
+        events(ws, lambda e: e["type"] == "pending")
+        got = ask(ws, episode="ep1")
+        assert got["type"] == "trace" and got["done"] is True and got["trace_id"] == "c" * 32
+        rows = [(s["depth"], s["name"], s["line"], s["node"]) for s in got["spans"]]
+        assert rows == [(0, "episode", None, ""), (1, "statement", 0, ""), (1, "llm.call", None, ""),
+                        (1, "statement", 2, ""), (2, "skill.goal", None, ""), (3, "skill.execute", None, "skills")]
+        execute = got["spans"][-1]
+        assert execute["status"] == "error" and execute["error"] == "the gripper slipped"
+        assert execute["start_ms"] == 340.0 and execute["ms"] == 900.0 and got["total_ms"] == 2000.0
+        assert ["skill.action", "put_first_on_second"] in execute["shown"]
+        assert got["spans"][0]["shown"] == [["teachbot.episode_id", "ep1"]]
+        assert ask(ws)["spans"] == got["spans"]  # no id: the newest episode of the transcript
+        assert ask(ws, episode="ep0")["trace_id"] == "b" * 32
+        assert ask(ws, episode="ep1", known=got["version"]) == {"type": "trace", "episode": "ep1",
+                                                               "version": got["version"], "unchanged": True}
+        traced.spans.span("c", "memory.add", 4000, 5, "e" + "c" * 15, **{"teachbot.node": "memory"})  # written late
+        later = ask(ws, episode="ep1", known=got["version"])
+        assert "unchanged" not in later and [s["name"] for s in later["spans"]][-1] == "memory.add"
+        assert ask(ws, episode="nothing-yet")["spans"] == []
+        refused = ask(ws, episode="../../etc")
+        assert refused["type"] == "note" and refused["error"] and "not an episode id" in refused["text"]
+    over_http = httpx.get(traced.url + "trace.json", params={"episode": "ep0"})
+    assert over_http.status_code == 200 and over_http.headers["content-security-policy"] == CSP
+    assert [s["name"] for s in over_http.json()["spans"]][:2] == ["episode", "statement"]
+    assert httpx.get(traced.url + "trace.json", params={"episode": "<script>"}).status_code == 400
+    assert httpx.get(traced.url + "trace.json", headers={"host": "evil.example"}).status_code == 403
+
+
+def test_a_running_episode_is_found_by_its_statements_at_its_transcript_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEACHBOT_TRACE_DIR", str(tmp_path / "traces"))
+    spans = Spans(tmp_path / "traces")
+    page = Page()
+    try:
+        for first, lines in TRANSCRIPT[:2]:
+            page.hub.transcript("ep2", first, lines)
+        assert page.hub.trace("ep2")["spans"] == []  # nothing written yet
+        episode(spans, "d", "ghost", finished=False)  # a killed run's episode: its episode span never came
+        episode(spans, "f", "ep1", at=2500)  # began after the ghost began: the ghost is not the running episode
+        shifted = T0 + int(5000e6)
+        for trace, source in (("7", "put_first_on_second('green block', 'blue bowl')"), ("9", "say('hi')")):
+            spans.span(trace, "statement", 5001, 10, "r" * 16, **{"console.source": source, "console.line": 2})
+        spans.span("8", "statement", 5001, 10, "r" * 16, **{"console.source": "wait_for_trigger()", "console.line": 4})
+        assert page.hub.trace("ep2")["spans"] == []  # other code at line 2, or a line not published yet
+        root = "0" * 16
+        spans.span("a", "statement", 5000, 200, root, **{"console.source": "wait_for_trigger()", "console.line": 0})
+        spans.span("a", "statement", 5210, 900, root,
+                   **{"console.source": "put_first_on_second('red block', 'blue bowl')", "console.line": 2})
+        running = page.hub.trace("ep2")
+        assert running["trace_id"] == "a" * 32 and running["done"] is False
+        assert [(s["depth"], s["line"]) for s in running["spans"]] == [(0, 0), (0, 2)]  # the root is not written yet
+        spans.write(json.dumps({"trace_id": "a" * 32, "span_id": root, "parent_id": None, "name": "episode",
+                                "start_ns": shifted - 1000, "end_ns": shifted + int(2000e6),
+                                "attributes": {"teachbot.episode_id": "ep2"}}) + "\n")
+        ended = page.hub.trace("ep2")
+        assert ended["done"] is True and [(s["depth"], s["name"]) for s in ended["spans"]] == [
+            (0, "episode"), (1, "statement"), (1, "statement")]
+    finally:
+        page.close()
+
+
+def test_a_learning_span_names_its_running_episode(tmp_path):
+    spans = Spans(tmp_path)
+    spans.span("a", "statement", 0, 10, "0" * 16, **{"console.source": "wait_for_trigger()", "console.line": 0})
+    spans.span("b", "statement", 20, 10, "1" * 16, **{"console.source": "wait_for_trigger()", "console.line": 0})
+    spans.span("a", "improvement.serve", 50, 10, "2" * 16, **{"learning.episode_id": "ep5"})
+    reader, lines = TraceReader(tmp_path), {0: ">>> wait_for_trigger()"}
+    assert reader.spans("ep5", lines)[0][0].trace_id == "a" * 32  # named, though "b" is newer and matches too
+    assert reader.spans("ep6", lines)[0][0].trace_id == "b" * 32
+
+
+def test_a_statement_span_names_its_running_episode(tmp_path):
+    """The console names the episode on each statement span: the running episode's trace is then known exactly, even
+    where another trace (a killed run's, at the same line with the same code) is newer."""
+    spans = Spans(tmp_path)
+    spans.span("a", "statement", 0, 10, "0" * 16, **{"console.source": "wait_for_trigger()", "console.line": 0,
+                                                     "teachbot.episode_id": "ep7"})
+    spans.span("b", "statement", 20, 10, "1" * 16, **{"console.source": "wait_for_trigger()", "console.line": 0,
+                                                      "teachbot.episode_id": "ep8"})
+    reader, lines = TraceReader(tmp_path), {0: ">>> wait_for_trigger()"}
+    assert reader.spans("ep7", lines)[0][0].trace_id == "a" * 32
+    assert reader.spans("ep8", lines)[0][0].trace_id == "b" * 32
+    assert reader.spans("ep9", lines)[0] == []  # both name another episode
+
+
+def test_the_trace_reader_reads_a_day_file_again_only_where_it_grew(tmp_path):
+    spans = Spans(tmp_path)
+    episode(spans, "c", "ep1")
+    reader = TraceReader(tmp_path)
+    assert len(reader.spans("ep1", {})[0]) == 6 and reader.reads == 1
+    for _ in range(3):
+        reader.refresh()
+    assert reader.reads == 1  # unchanged files are only stat'ed
+    spans.write(json.dumps({"trace_id": "c" * 32, "span_id": "9" * 16, "parent_id": "e" + "c" * 15,
+                            "name": "memory.add", "start_ns": T0, "end_ns": T0 + 1})[:40])  # a line half written
+    assert len(reader.spans("ep1", {})[0]) == 6 and reader.reads == 2
+    spans.write(json.dumps({"trace_id": "c" * 32, "span_id": "9" * 16, "parent_id": "e" + "c" * 15,
+                            "name": "memory.add", "start_ns": T0, "end_ns": T0 + 1})[40:] + "\n")
+    assert [r.name for r in reader.spans("ep1", {})[0]].count("memory.add") == 1 and reader.reads == 3
+    spans.write("not a span\n")
+    assert len(reader.spans("ep1", {})[0]) == 7  # a line that is not a span is skipped
+    cut = rows(reader.spans("ep1", {})[0], limit=2)
+    assert [row["name"] for row in cut["spans"]] == ["episode", "memory.add"] and cut["left_out"] == 5  # tree order
+    day_file(tmp_path, T0).write_text("")  # cut (a new file in its place): read again from the start
+    assert reader.spans("ep1", {}) == ([], False)
+
+
+def test_the_trace_needs_the_token(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEACHBOT_TRACE_DIR", str(tmp_path))
+    episode(Spans(tmp_path), "c", "ep1")
+    page = Page(token=TOKEN)
+    try:
+        refused = httpx.get(page.url + "trace.json", params={"episode": "ep1"})
+        assert refused.status_code == 401 and "spans" not in refused.text
+        assert httpx.get(page.url + "trace.json", params={"episode": "ep1"},
+                         cookies={COOKIE: "wrong-token-of-some-length"}).status_code == 401
+        with httpx.Client(cookies={COOKIE: TOKEN}) as browser:
+            allowed = browser.get(page.url + "trace.json", params={"episode": "ep1"})
+        assert allowed.status_code == 200 and len(allowed.json()["spans"]) == 6
+        with pytest.raises(InvalidStatus):
+            page.ws()  # the page's own way to the spans: the websocket, refused without the cookie
+    finally:
+        page.close()

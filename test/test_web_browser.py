@@ -4,8 +4,10 @@ simulated robot with scripted LLMs whose answers depend on their prompts (test/w
 A child process runs the stack (sim with its camera, skills, perception, memory on a temporary store, improvement,
 the interaction manager with confirm-before-store switched on by the page, and the web node) on a ROS domain of its
 own; this process drives the page like a person: types an instruction, sees the console transcript and the robot's
-answer, confirms one lesson, rejects another, and finds exactly the confirmed one in the store and in the lessons
-panel; the next request uses it; the camera shows frames; the emergency stop and undo work.
+answer, finds the running episode's spans in the trace timeline (a click on a console line picks its statement and
+the spans under it; a click on a statement's row marks its console line), confirms one lesson, rejects another,
+and finds exactly the confirmed one in the store and in the lessons panel; the next request uses it; the camera
+shows frames; the emergency stop and undo work.
 
     python test/test_web_browser.py serve DIR [SCREENSHOT]   (the child; prints URL <address> when the page is up)
 """
@@ -33,6 +35,13 @@ SCENE = """objects:
   - {category: bowl, color: yellow, position: [-0.12, -0.62]}
 """
 GREEN = "When the person says 'the block', take the green block."
+TIMELINE = """return Array.from(document.querySelectorAll('#timeline .span-row[data-id]')).map((row) => ({
+  id: row.dataset.id, name: row.querySelector('.span-name').textContent, kind: row.dataset.kind,
+  line: row.dataset.line === undefined ? null : Number(row.dataset.line),
+  selected: row.classList.contains('selected'), under: row.classList.contains('in-selection')}));"""
+CLICK_ROW = """const row = document.querySelector('#timeline .span-row[data-id="' + arguments[0] + '"]');
+if (row) row.click();
+return row !== null;"""
 
 pytestmark = [pytest.mark.timeout(pytest_timeout(420)),
               pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not "
@@ -84,6 +93,7 @@ class Robot:
 
     def __init__(self, directory: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+        env["TEACHBOT_TRACE_DIR"] = str(directory / "traces")  # the stack's spans, read back by its page
         self.proc = subprocess.Popen([sys.executable, __file__, "serve", str(directory)], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: list[str] = []
@@ -151,6 +161,23 @@ class Person:
         box.send_keys(words)
         box.submit()
 
+    def timeline(self) -> list[dict]:
+        """The trace timeline's rows, read at once (the page redraws them as spans come): id, name, kind, the
+        statement's console line (None for other spans), whether picked (``selected``) or under the picked span."""
+        return self.driver.execute_script(TIMELINE)
+
+    def click_row(self, span_id: str) -> None:
+        """Click the row of a span (found and clicked at once: the row may have been redrawn since it was read)."""
+        assert self.driver.execute_script(CLICK_ROW, span_id), f"no row for span {span_id}"
+
+    def line(self, text: str):
+        """The newest console line that reads ``text``."""
+        return [line for line in self.driver.find_elements(self.by.CSS_SELECTOR, "#transcript .line") if line.text == text][-1]
+
+    def line_at(self, index: int):
+        """Line ``index`` of the newest episode's console transcript (numbered as the console numbers them)."""
+        return self.driver.find_element(self.by.CSS_SELECTOR, f'#transcript .episode:last-child .line[data-index="{index}"]')
+
     def robot_said(self, words: str, what: str, times: int = 1) -> None:
         """Wait until the robot said ``words`` (in one of its turns) ``times`` times in all."""
         self.until(lambda d: sum(words in turn.text for turn in d.find_elements(self.by.CSS_SELECTOR, ".turn.robot")) >= times,
@@ -173,6 +200,7 @@ def test_teaching_the_robot_through_the_page(tmp_path):
         assert "{'type': 'dialog', 'text': 'put the block in the blue bowl'}" in page.text("transcript")
         highlighted = driver.find_elements(page.by.CSS_SELECTOR, "#transcript .line span.n")  # Pygments' name class
         assert any(span.text == "put_first_on_second" for span in highlighted)
+        check_the_timeline(page)
 
         page.say("No, I meant the green block. Remember that next time.")
         page.until(lambda d: page.find("pending").is_displayed(), "the lesson read back")
@@ -215,6 +243,26 @@ def test_teaching_the_robot_through_the_page(tmp_path):
         if driver is not None:
             driver.quit()
         robot.close()
+
+
+def check_the_timeline(page: Person) -> None:
+    """The running episode's spans in the timeline; a console line picks its statement and what ran under it."""
+    page.until(lambda d: {(r["name"], r["line"]) for r in page.timeline()} >= {("statement", 0), ("statement", 2), ("skill.goal", None)},
+               "the statement's spans in the timeline")
+    assert "running" in page.text("trace-info") or "ended" in page.text("trace-info")
+    statement = page.line(">>> put_first_on_second('red block', 'blue bowl')")
+    assert statement.get_attribute("data-index") == "2" and page.line_at(0).text == ">>> wait_for_trigger()"
+    page.line("'success'").click()  # an output line belongs to the statement before it
+    rows = page.timeline()
+    assert [(r["name"], r["line"]) for r in rows if r["selected"]] == [("statement", 2)], rows
+    under = [r for r in rows if r["under"]]
+    assert {"skill.goal", "skill.execute"} <= {r["name"] for r in under}, rows
+    assert all(r["line"] is None for r in under), rows  # no other statement is under it
+    assert "picked" in statement.get_attribute("class") and "picked" not in page.line_at(0).get_attribute("class")
+    page.click_row(next(r["id"] for r in rows if r["line"] == 0))  # a statement's row marks its console line
+    page.until(lambda d: "picked" in page.line_at(0).get_attribute("class"), "the statement's line marked")
+    assert "picked" not in statement.get_attribute("class")
+    assert [r["line"] for r in page.timeline() if r["selected"]] == [0]
 
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "serve":

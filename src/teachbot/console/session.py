@@ -32,7 +32,7 @@ from teachbot.language.reply import Reply, code_block, first_statement_complete,
 from teachbot.language.transcript import Entry, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Completion, Model
 from teachbot.sandbox.executor import CONSOLE_BUILTINS, RunResult, SandboxExecutor
-from teachbot.tracing import fail, set_attributes, span
+from teachbot.tracing import EPISODE_ID, fail, set_attributes, span
 
 SESSION_END = "SessionEnded"  # error type raised by the dialog when the person leaves
 NOBODY = "TimeoutError"  # error type of a wait_for_trigger()/ask() that nobody answered
@@ -88,8 +88,10 @@ class ConsoleSession:
         config: SessionConfig | None = None,
         on_entry: Callable[[Entry], None] | None = None,
         corrections: CorrectionHook | None = None,
+        episode_id: str = "",
     ) -> None:
         self.executor = executor
+        self.episode_id = episode_id  # named on each statement span, so a reader finds a running episode's trace
         self.corrections = corrections
         self.model = model
         self.function_model = function_model
@@ -201,7 +203,8 @@ class ConsoleSession:
 
     def _run(self, source: str) -> RunResult:
         """Execute one statement in the sandbox as a ``statement`` span: its source, its result or error line."""
-        with span("statement", {"console.source": source, "console.line": self._code_line}) as current:
+        with span("statement", {"console.source": source, "console.line": self._code_line,
+                                EPISODE_ID: self.episode_id or None}) as current:
             result = self.executor.run(source)
             shown = result.error or "\n".join(result.outputs)
             set_attributes(current, {"console.result": shown, "console.error_type": result.error_type or None,

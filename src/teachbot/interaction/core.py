@@ -193,7 +193,7 @@ class InteractionCore:
             self.sandbox, SlowModelNotice(self.model, notice, self._say), self.prompts,
             function_model=SlowModelNotice(self.function_model, notice, self._say) if self.function_model else None,
             config=self.config.session, on_entry=self._entry,
-            corrections=self._correct if self.corrections is not None else None,
+            corrections=self._correct if self.corrections is not None else None, episode_id=self.episode_id,
         )
         try:
             reason = self.session.run(should_stop=self._stopping.is_set)

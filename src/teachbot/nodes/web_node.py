@@ -4,7 +4,8 @@ In:  dialog/user and dialog/robot (DialogTurn), interaction/transcript (Transcri
      (config/interaction.yaml's objects_topic), the camera image (sensor_msgs/Image; config/web.yaml, by default
      perception's colour topic; subscribed only while a page shows it), the robot profile's emergency stop
      (std_msgs/Bool), memory/updated (MemoryUpdate), interaction/pending_lesson (InteractionExample: the lesson
-     waiting for the person's answer; an empty one when none waits).
+     waiting for the person's answer; an empty one when none waits); the episode traces, from their files
+     (config/tracing.yaml's folder: teachbot.web.traces), not from a topic.
 Out: dialog/user (the person's words; type ``end`` ends the conversation), the emergency stop.
 Uses memory/list and memory/remove for the lessons panel, and the interaction manager's ``confirm_lessons``
 parameter for confirm-before-store (set to config/web.yaml's value once the manager is up; the page's switch
@@ -101,7 +102,8 @@ class WebNode(Node):
             self.destroy_node()  # releases the name lock: the constructor never returns to anyone who could
             raise
         shown = self.url + ("?token=<the token>" if self.settings.token else "")
-        self.get_logger().info(f"web page on {shown} (camera {self.camera_topic}, emergency stop {self.estop_topic})")
+        self.get_logger().info(f"web page on {shown} (camera {self.camera_topic}, emergency stop {self.estop_topic}, "
+                               f"episode traces from {self.hub.traces.directory})")
 
     # ------------------------------------------------------------------ topics
     def on_dialog(self, speaker: str, msg: DialogTurn) -> None:

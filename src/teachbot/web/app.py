@@ -1,8 +1,11 @@
-"""The page's web application (Starlette): the static page, two websockets, the lessons export, and its guards.
+"""The page's web application (Starlette): the static page, two websockets, the lessons export, an episode's trace,
+and its guards.
 
 Routes: ``/`` the page; ``/static/{app.js, style.css, highlight.css}``; ``/lessons.jsonl`` every learned lesson
-(``teachbot memory export``'s format); websocket ``/ws`` (JSON events out, checked messages in: teachbot.web.hub
-and teachbot.web.protocol); websocket ``/ws/camera`` (binary frames: teachbot.web.frames).
+(``teachbot memory export``'s format); ``/trace.json?episode=<id>`` an episode's spans as the page's timeline
+draws them (teachbot.web.traces; no id: the newest episode; the page itself asks over ``/ws``); websocket ``/ws``
+(JSON events out, checked messages in: teachbot.web.hub and teachbot.web.protocol); websocket ``/ws/camera``
+(binary frames: teachbot.web.frames).
 
 Guards: every response carries a strict Content-Security-Policy (scripts and styles only from this server, no
 inline code, no eval, no frames, no forms) and no-sniff / no-referrer / no-store headers. Without a token the page
@@ -24,7 +27,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -32,7 +35,7 @@ from teachbot.web.config import WebConfig, is_loopback
 from teachbot.web.frames import FrameSource
 from teachbot.web.highlight import stylesheet
 from teachbot.web.hub import Hub, RobotUnavailable, note
-from teachbot.web.protocol import Limits, RateLimit, Refused, parse
+from teachbot.web.protocol import EPISODE_PATTERN, Limits, RateLimit, Refused, parse
 
 COOKIE = "teachbot_token"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -80,7 +83,7 @@ class PageApp:
         self.static = {name: static_text(name) for name in STATIC}
         self.static["highlight.css"] = stylesheet()
         routes = [Route("/", self.index), Route("/static/{name}", self.asset), Route("/lessons.jsonl", self.export),
-                  WebSocketRoute("/ws", self.events), WebSocketRoute("/ws/camera", self.camera)]
+                  Route("/trace.json", self.trace), WebSocketRoute("/ws", self.events), WebSocketRoute("/ws/camera", self.camera)]
         self.app = SecurityHeaders(Starlette(routes=routes))
 
     # ------------------------------------------------------------------ guards
@@ -137,6 +140,15 @@ class PageApp:
             return PlainTextResponse(str(exc), status_code=503)
         return Response(text, media_type="application/x-ndjson; charset=utf-8",
                         headers={"content-disposition": 'attachment; filename="lessons.jsonl"'})
+
+    async def trace(self, request: Request) -> Response:
+        """An episode's spans (the ``trace`` event a page gets over /ws), for tools and a look by hand."""
+        if not self._authorised(request):
+            return self._refused()
+        episode = request.query_params.get("episode", "")
+        if not EPISODE_PATTERN.match(episode):
+            return PlainTextResponse("not an episode id", status_code=400)
+        return JSONResponse(await run_in_threadpool(self.hub.trace, episode))
 
     # ------------------------------------------------------------------ websockets
     async def _admit(self, ws: WebSocket) -> bool:

@@ -4,7 +4,8 @@ The bridge reports what happens (:meth:`Hub.dialog`, :meth:`Hub.transcript`, ...
 history for pages that join late and sends every event to each connected page as one JSON text. What a page asks
 for (:meth:`Hub.handle`, a checked message of teachbot.web.protocol) goes to a :class:`Robot`, the bridge's side.
 A page that cannot keep up is disconnected (it reconnects and gets the whole state again) instead of queueing
-without bound.
+without bound. An episode's spans (:meth:`Hub.trace`) come from the trace files (teachbot.web.traces), which
+every process of the robot writes: the page asks for them, the hub adds the transcript lines it knows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any, Protocol
 
 from teachbot.memory.example import InteractionExample
 from teachbot.web import lessons as lesson_rows
-from teachbot.web.highlight import highlight
+from teachbot.web.highlight import highlight, plain
+from teachbot.web.traces import TraceReader
 
 QUEUE_LIMIT = 1000  # events waiting for one page; past it the page is disconnected (it reconnects)
 
@@ -63,8 +65,10 @@ class Hub:
     """Bounded state of the page plus its clients. Thread-safe."""
 
     def __init__(self, robot: Robot, *, transcript_lines: int = 2000, dialog_turns: int = 200, max_clients: int = 8,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, traces: TraceReader | None = None) -> None:
+        """``traces`` reads the episode traces (default: the folder of config/tracing.yaml, or TEACHBOT_TRACE_DIR)."""
         self.robot, self.clock = robot, clock
+        self.traces = traces if traces is not None else TraceReader.configured()
         self.max_clients = max_clients
         self.transcript_lines = transcript_lines
         self._lock = threading.Lock()
@@ -199,9 +203,26 @@ class Hub:
                 return [note(f"removed the last lesson ({last.id}): {last.improvement or last.problem}")]
             if kind == "confirm_mode":
                 return [note(self.robot.set_confirm(bool(message["on"])))]
+            if kind == "trace":
+                return [self.trace(message["episode"], message["known"])]
         except RobotUnavailable as exc:
             return [note(str(exc), error=True)]
         raise ValueError(f"unhandled message type {kind!r}")  # protocol.FIELDS and this method disagree: a bug
+
+    def trace(self, episode: str = "", known: str = "") -> dict[str, Any]:
+        """The ``trace`` event of ``episode`` ('' = the newest episode of the transcript, else of the trace files):
+        its spans in tree order (teachbot.web.traces.rows), or ``unchanged`` when ``known`` is its version.
+        Reads the files (cached): the server runs it in its thread pool."""
+        with self._lock:
+            if not episode and self._transcript:
+                episode = str(self._transcript[-1]["episode"])
+            lines: dict[int, str] = {}
+            for event in self._transcript:
+                if event["episode"] == episode:
+                    lines.update(enumerate(plain(event["lines"]), int(event["first"])))
+        if not episode:
+            episode = self.traces.newest_episode()
+        return self.traces.event(episode, lines, known)
 
     def export(self) -> str:
         """Every learned lesson as JSON Lines (``teachbot memory export``'s format)."""

@@ -9,6 +9,9 @@ A message is one JSON object with a ``type``:
     {"type": "remove", "id": "..."}           remove one learned lesson
     {"type": "undo"}                          remove the newest learned lesson
     {"type": "confirm_mode", "on": true}      confirm-before-store on or off
+    {"type": "trace", "episode": "...", "known": "..."}
+                                              the spans of an episode (its id; '' = the newest), unless the page
+                                              has them already: ``known`` the version its last answer named
 
 Anything else (not JSON, not an object, another type, a missing or mistyped field, text too long, an id that
 cannot name a lesson, a key that does not belong) is refused with a reason and never reaches the robot.
@@ -17,6 +20,7 @@ cannot name a lesson, a key that does not belong) is refused with a reason and n
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +36,11 @@ FIELDS: dict[str, dict[str, type]] = {
     "remove": {"id": str},
     "undo": {},
     "confirm_mode": {"on": bool},
+    "trace": {"episode": str, "known": str},
 }
-OPTIONAL = {("lessons", "query")}
+OPTIONAL = {("lessons", "query"), ("trace", "episode"), ("trace", "known")}
+EPISODE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{0,64}$")  # an episode id as the console makes it (12 hex digits)
+MAX_VERSION_CHARS = 200  # a trace version (teachbot.web.traces.TraceReader.event) is far shorter
 
 
 class Refused(ValueError):
@@ -101,6 +108,11 @@ def parse(raw: str | bytes, limits: Limits) -> dict[str, Any]:
         out["query"] = query
     elif kind == "remove" and not ID_PATTERN.match(out["id"]):
         raise Refused("remove: not a lesson id")
+    elif kind == "trace":
+        if not EPISODE_PATTERN.match(out["episode"]):
+            raise Refused("trace: not an episode id")
+        if len(out["known"]) > MAX_VERSION_CHARS:
+            raise Refused("trace: not a trace version")
     return out
 
 

@@ -1,10 +1,14 @@
 // teachbot's page. Everything shown is set as text (textContent), never as markup; no eval, no inline code.
 // Events arrive on /ws as JSON (see teachbot/web/hub.py), camera frames on /ws/camera (teachbot/web/frames.py).
+// The trace timeline asks for the shown episode's spans over /ws every second (teachbot/web/traces.py).
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const state = { ws: null, retry: 500, status: {}, episodes: new Map(), query: "", pending: null };
+  const state = { ws: null, retry: 500, status: {}, episodes: new Map(), query: "", pending: null, newest: "" };
+  const TRACE_POLL_MS = 1000;
+  // the timeline: which episode it shows, the spans of its last answer, the picked span and the opened rows
+  let trace = freshTrace("", false);
   // what the benchmark and the tests read: typed -> first transcript line shown, and camera frames
   const timings = { typed: [], shown: [], waiting: null };
   const camera = { frames: 0, latencies: [], fromStamp: [], shownAt: [] };
@@ -59,6 +63,7 @@
     let block = state.episodes.get(id);
     if (!block) {
       block = el("div", null, "episode");
+      block.dataset.episode = id;
       block.appendChild(el("div", "episode " + id, "episode-id"));
       const lines = el("div", null, "lines");
       block.appendChild(lines);
@@ -69,6 +74,9 @@
         node.remove();
         state.episodes.delete(oldest);
       }
+      state.newest = id;
+      if (!trace.pinned || !trace.episode) showTrace(id, false);  // a new episode: the timeline follows it
+      $("trace-newest").hidden = !trace.pinned || trace.episode === id;
     }
     return block.lastChild;
   }
@@ -171,9 +179,218 @@
     }
   }
 
+
+  // ------------------------------------------------------------------ the trace timeline
+  function freshTrace(episode, pinned) {
+    return { episode, pinned, version: "", spans: [], done: false, selected: null, wantLine: null, opened: new Set(), asked: 0 };
+  }
+
+  function showTrace(episode, pinned) {
+    trace = freshTrace(episode, pinned);
+    $("trace-newest").hidden = !pinned || episode === state.newest;
+    drawTrace({ spans: [], total_ms: 0, tracing: true });
+    setTimeout(askTrace, 0);  // once per burst (a reconnect replays every episode's transcript)
+  }
+
+  function askTrace() {
+    if (!trace.episode || document.hidden || !state.ws || state.ws.readyState !== WebSocket.OPEN) return;
+    const now = performance.now();
+    if (trace.asked && now - trace.asked < 5000) return;  // the last question is still out
+    trace.asked = now;
+    state.ws.send(JSON.stringify({ type: "trace", episode: trace.episode, known: trace.version }));
+  }
+
+  function onTrace(event) {
+    if (event.episode !== trace.episode) return;  // an answer for an episode no longer shown
+    trace.asked = 0;
+    if (event.unchanged) return;
+    trace.version = String(event.version || "");
+    trace.spans = Array.isArray(event.spans) ? event.spans : [];
+    trace.done = event.done === true;
+    drawTrace(event);
+  }
+
+  function ms(value) {
+    const v = Number(value) || 0;
+    return v >= 1000 ? (v / 1000).toFixed(2) + " s" : v.toFixed(1) + " ms";
+  }
+
+  function attributeList(pairs, into) {
+    for (const pair of pairs || []) {
+      if (!Array.isArray(pair) || pair.length !== 2) continue;
+      into.appendChild(el("dt", pair[0]));
+      into.appendChild(el("dd", pair[1]));
+    }
+  }
+
+  function spanRow(span, total) {
+    const row = el("div", null, "span-row" + (span.status === "error" ? " error" : ""));
+    row.dataset.id = span.id;
+    row.dataset.depth = String(span.depth);
+    row.dataset.kind = String(span.name).split(".")[0];
+    if (typeof span.line === "number") row.dataset.line = String(span.line);
+    const label = el("div", null, "span-label");
+    label.style.paddingLeft = (Number(span.depth) * 1.1) + "em";
+    const toggle = el("button", trace.opened.has(span.id) ? "\u25be" : "\u25b8", "span-toggle");
+    toggle.type = "button";
+    toggle.setAttribute("aria-label", "details of " + span.name);
+    label.appendChild(toggle);
+    label.appendChild(el("span", span.name, "span-name"));
+    if (span.node) label.appendChild(el("span", span.node, "span-node"));
+    if (span.status === "error") label.appendChild(el("span", "\u26a0 error", "span-error"));
+    const hint = (span.shown || [])[0];
+    if (hint) label.appendChild(el("span", hint[1], "span-hint"));
+    const track = el("div", null, "span-track");
+    const bar = el("div", null, "span-bar");
+    const scale = total > 0 ? 100 / total : 0;
+    bar.style.left = Math.min(100, Number(span.start_ms) * scale) + "%";
+    bar.style.width = Math.max(0.3, Number(span.ms) * scale) + "%";
+    track.appendChild(bar);
+    row.appendChild(label);
+    row.appendChild(track);
+    row.appendChild(el("div", ms(span.ms), "span-ms"));
+    const tip = [span.name + (span.node ? " [" + span.node + "]" : "") + "  +" + ms(span.start_ms) + ", " + ms(span.ms)];
+    for (const [key, value] of span.shown || []) tip.push(key + " = " + value);
+    if (span.status === "error") tip.push("ERROR " + (span.error || ""));
+    row.title = tip.join("\n");
+    const details = el("dl", null, "span-details");
+    details.hidden = !trace.opened.has(span.id);
+    if (span.status === "error") attributeList([["error", span.error || "(no message)"]], details);
+    attributeList([["start", "+" + ms(span.start_ms)], ["duration", ms(span.ms)]], details);
+    attributeList(span.shown, details);
+    attributeList(span.attributes, details);
+    toggle.addEventListener("click", (event) => {
+      event.stopPropagation();
+      if (trace.opened.has(span.id)) trace.opened.delete(span.id); else trace.opened.add(span.id);
+      details.hidden = !trace.opened.has(span.id);
+      toggle.textContent = details.hidden ? "\u25b8" : "\u25be";
+    });
+    row.addEventListener("click", () => pickSpan(span.id));
+    return [row, details];
+  }
+
+  function drawTrace(event) {
+    const box = $("timeline");
+    const keep = box.scrollTop;
+    box.replaceChildren();
+    const spans = trace.spans;
+    const total = Number(event.total_ms) || 0;
+    $("trace-info").textContent = trace.episode ? "episode " + trace.episode + (trace.done ? " \u00b7 ended \u00b7 " : " \u00b7 running \u00b7 ") + spans.length +
+      " span" + (spans.length === 1 ? "" : "s") + (total ? " \u00b7 " + ms(total) : "") : "";
+    if (!spans.length) {
+      const why = event.tracing === false ? "tracing is off (tracing.enabled in config/tracing.yaml)"
+        : trace.episode ? "no spans of this episode yet: each step's spans appear once it has ended" : "no episode yet";
+      box.appendChild(el("p", why, "muted"));
+      return;
+    }
+    const axis = el("div", null, "span-row span-axis");
+    axis.appendChild(el("div", "span", "span-label"));
+    const ticks = el("div", null, "span-ticks");
+    for (const part of [0, 0.25, 0.5, 0.75, 1]) ticks.appendChild(el("span", part ? ms(total * part) : "0"));
+    axis.appendChild(ticks);
+    axis.appendChild(el("div", "duration", "span-ms"));
+    box.appendChild(axis);
+    for (const span of spans) {
+      for (const node of spanRow(span, total)) box.appendChild(node);
+    }
+    if (Number(event.left_out) > 0) box.appendChild(el("p", event.left_out + " more spans not shown (teachbot trace show lists them all)", "muted"));
+    box.scrollTop = keep;
+    if (trace.selected === null && trace.wantLine !== null) pickLine(trace.wantLine, false);
+    else markSelection();
+  }
+
+  function rowOf(id) {
+    return $("timeline").querySelector('.span-row[data-id="' + CSS.escape(id) + '"]');
+  }
+
+  function markSelection() {
+    let depth = null;
+    for (const row of $("timeline").querySelectorAll(".span-row[data-id]")) {
+      const d = Number(row.dataset.depth);
+      if (depth !== null && d <= depth) depth = null;  // past the picked span's descendants
+      const picked = row.dataset.id === trace.selected;
+      row.classList.toggle("selected", picked);
+      row.classList.toggle("in-selection", depth !== null && !picked);
+      if (picked) depth = d;
+    }
+  }
+
+  function statementOf(id) {
+    // the span's own statement, or the statement it ran under (the rows before it of smaller depth)
+    const index = trace.spans.findIndex((s) => s.id === id);
+    if (index < 0) return null;
+    let depth = Number(trace.spans[index].depth) + 1;
+    for (let i = index; i >= 0; i--) {
+      const span = trace.spans[i];
+      if (Number(span.depth) < depth) {
+        if (typeof span.line === "number") return span;
+        depth = Number(span.depth);
+      }
+    }
+    return null;
+  }
+
+  function pickSpan(id) {
+    // a row: it and what ran under it marked, and the console lines of its statement (or the one it ran under)
+    trace.selected = id;
+    trace.wantLine = null;
+    markSelection();
+    const statement = statementOf(id);
+    if (statement) markLines(trace.episode, statement.line, true);
+  }
+
+  function pickLine(first, scroll) {
+    // a console statement (its first line): its span, or once it has ended (a span is written then), marked
+    const found = trace.spans.find((span) => span.line === first);
+    trace.wantLine = found ? null : first;
+    trace.selected = found ? found.id : null;
+    markSelection();
+    markLines(trace.episode, first, false);
+    const row = found ? rowOf(found.id) : null;
+    if (row && scroll) scrollInto($("timeline"), row);
+  }
+
+  function lineAt(episode, index) {
+    const block = state.episodes.get(episode);
+    return block ? block.lastChild.querySelector('[data-index="' + index + '"]') : null;
+  }
+
+  function statementLine(episode, index) {
+    // the first line of the statement a console line belongs to (an output belongs to the statement before it)
+    for (let i = index; i >= 0; i--) {
+      const line = lineAt(episode, i);
+      if (line && line.textContent.startsWith(">>> ")) return i;
+    }
+    return index;
+  }
+
+  function markLines(episode, first, scroll) {
+    for (const line of $("transcript").querySelectorAll(".line.picked")) line.classList.remove("picked");
+    for (let index = first; ; index++) {
+      const line = lineAt(episode, index);
+      if (!line || (index > first && line.textContent.startsWith(">>> "))) break;
+      line.classList.add("picked");
+      if (scroll && index === first) scrollInto($("transcript"), line);
+    }
+  }
+
+  function scrollInto(box, node) {
+    const top = node.offsetTop - box.clientHeight / 3;
+    box.scrollTop = Math.max(0, top);
+  }
+
+  function onTranscriptClick(event) {
+    const line = event.target.closest ? event.target.closest(".line") : null;
+    const block = line ? line.closest(".episode") : null;
+    if (!line || !block || line.dataset.index === undefined) return;
+    const episode = block.dataset.episode;
+    if (episode !== trace.episode) showTrace(episode, episode !== state.newest);
+    pickLine(statementLine(episode, Number(line.dataset.index)), true);
+  }
+
   const handlers = {
     dialog: onDialog, transcript: onTranscript, objects: onObjects, status: onStatus, pending: onPending,
-    lessons: onLessons,
+    lessons: onLessons, trace: onTrace,
     lessons_changed: () => send({ type: "lessons", query: state.query }),
     note: (event) => note(event.text, event.error),
   };
@@ -189,6 +406,8 @@
       $("dialog").replaceChildren();
       $("transcript").replaceChildren();
       state.episodes.clear();
+      state.newest = "";
+      trace = freshTrace("", false);  // the snapshot's transcript picks the newest episode again
       send({ type: "lessons", query: state.query });
     });
     ws.addEventListener("message", (message) => {
@@ -260,6 +479,9 @@
     $("edit").addEventListener("click", () => say($("edit-text").value));
     $("undo").addEventListener("click", () => send({ type: "undo" }));
     $("confirm").addEventListener("change", (event) => send({ type: "confirm_mode", on: event.target.checked }));
+    $("transcript").addEventListener("click", onTranscriptClick);
+    $("trace-newest").addEventListener("click", () => showTrace(state.newest, false));
+    setInterval(askTrace, TRACE_POLL_MS);
     let timer = null;
     $("search").addEventListener("input", (event) => {
       clearTimeout(timer);
