@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from timing import pytest_timeout
 
@@ -14,6 +15,7 @@ from teachbot.evaluation.doubles import ErrOnceModel, ImitatorModel, OracleModel
 from teachbot.evaluation.harness import AgentModels
 from teachbot.evaluation.metrics import read_results, summarize
 from teachbot.evaluation.person import PersonConfig
+from teachbot.evaluation.report import write_report
 from teachbot.evaluation.sweep import SweepConfig
 from teachbot.nodes.eval_sweep import run_sweep
 from teachbot.tracing.jsonl import read_spans
@@ -134,3 +136,68 @@ def test_an_llm_outage_stops_the_sweep_and_records_nothing(client, tmp_path):
         run_sweep(config, tmp_path, make, show_progress=False, client=client)
     assert len(calls) == 1  # one call for the first run, then nothing: no loop over a dead endpoint
     assert not (tmp_path / "results.jsonl").exists() or (tmp_path / "results.jsonl").read_text() == ""
+
+
+class Refuser:
+    """A stand-in whose every statement fails (a name the console does not have): the console gives up on errors."""
+
+    def __init__(self):
+        from teachbot.llm.scripted import ScriptedModel
+
+        self.model = ScriptedModel(respond=lambda prompt: "do_the_impossible()", name="interaction:refuser")
+
+    def __call__(self, method):
+        return AgentModels(self.model, None, TeacherModel())
+
+
+@pytest.mark.parametrize("deviations", [(), ("continue-after-errors",)])
+def test_an_error_ends_the_run_unless_the_deviation_is_on(client, tmp_path, deviations):
+    """The paper: an unhandled error ends the run. The named deviation lets the person correct and go on."""
+    config = SweepConfig(methods=("ours",), splits=("SA-SI",), runs=1, only=("block_in_bowl",), seed=4,
+                         person=PersonConfig(max_corrections=2), deviations=deviations)
+    (record,) = read_results(run_sweep(config, tmp_path, Refuser(), show_progress=False, client=client))
+    states = [r.state for r in record.returns]
+    if deviations:
+        assert states == ["error", "error", "error"], states  # corrected twice, then out of corrections
+    else:
+        assert states == ["error"], states
+    assert json.loads((tmp_path / "sweep.json").read_text())["deviations"] == list(deviations)
+    report = write_report(tmp_path).read_text()
+    assert ("continue-after-errors (when the console gives up" in report) == bool(deviations)
+    assert ("Protocol: the core paper's (an error or timeout ends a run" in report) != bool(deviations)
+
+
+def test_the_clock_counts_robot_time_and_never_undoes_a_success(client, tmp_path):
+    """A run timeout far below the oracle's motion time: the task done is still a success (the clock used to turn
+    it into a timeout), and the run took far longer than the timeout on the robot's clock."""
+    config = SweepConfig(methods=("ours",), splits=("SA-SI",), runs=1, only=("block_in_bowl",), seed=5, run_timeout=0.01)
+    (record,) = read_results(run_sweep(config, tmp_path, factory("oracle"), show_progress=False, client=client))
+    assert [r.state for r in record.returns] == ["success"]
+
+
+def test_unknown_deviation_is_one_clear_line(client, tmp_path):
+    with pytest.raises(ConfigError, match="unknown deviation 'no-person'; deviations from the paper's protocol: "
+                                          "continue-after-errors, wall-clock-timeout"):
+        run_sweep(SweepConfig(methods=("ours",), deviations=("no-person",)), tmp_path, factory("oracle"), client=client)
+
+
+def test_the_person_draws_the_same_for_a_run_whatever_came_before():
+    """Every method hears the same sentences for the same run, and a resume too: the person's generator is seeded by
+    the run, not shared across a method's runs."""
+    from teachbot.evaluation.harness import EvalDialog, PreparedRun
+    from teachbot.evaluation.person import TemplatePerson
+
+    def sentences(dialog, run, n=6):
+        dialog.start(run)
+        return [dialog.react(None).utterance for _ in range(n)]
+
+    def run_of(number):
+        return PreparedRun("ours", "SA-SI", "block_in_bowl", number, "put the red block in the blue bowl",
+                           check=lambda: (False, "the red block is not in the blue bowl"), extra={"seed": 11})
+
+    person = PersonConfig(remember_share=0.5, max_corrections=10)
+    fresh = EvalDialog(TemplatePerson(person, np.random.default_rng(0)), 300.0)
+    busy = EvalDialog(TemplatePerson(person, np.random.default_rng(99)), 300.0)
+    sentences(busy, run_of(0), n=9)  # another method heard more before (more corrections in its earlier runs)
+    assert sentences(busy, run_of(1)) == sentences(fresh, run_of(1))
+    assert sentences(fresh, run_of(1)) != sentences(fresh, run_of(2))  # other runs, other draws

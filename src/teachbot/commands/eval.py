@@ -39,7 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--person", default="template", choices=("template", "llm"), help="the simulated person")
     cap.add_argument("--remember-share", type=float, default=0.5, help="share of corrections that ask to remember")
     cap.add_argument("--max-corrections", type=int, default=3, help="corrections per run before it fails")
-    cap.add_argument("--run-timeout", type=float, default=300.0, help="seconds one run may take")
+    cap.add_argument("--run-timeout", type=float, default=300.0,
+                     help="seconds of robot motion one run may take (the paper's timeout; the model's latency does not count)")
+    cap.add_argument("--deviation", action="append", default=[], metavar="NAME",
+                     help="a named deviation from the paper's protocol, off by default (repeatable): "
+                          "continue-after-errors, wall-clock-timeout; the report says which were on")
     cap.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
     cap.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
@@ -116,7 +120,7 @@ def run_cap(args: argparse.Namespace) -> int:
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
         templates=args.templates, only=tuple(args.template), seed=args.seed,
         person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
-        llm=where, run_timeout=args.run_timeout)
+        llm=where, run_timeout=args.run_timeout, deviations=tuple(args.deviation))
     results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in), workers=args.workers,
                         show_progress=not args.no_progress and sys.stderr.isatty())
     report = write_report(results.parent, _published())

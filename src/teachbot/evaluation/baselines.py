@@ -142,7 +142,9 @@ class BaselineAgent:
 
     def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
                  *, person: PersonConfig, seed: int, run_timeout: float = 300.0, memory_config: Any = None,
-                 embedder: Any = None, limits: SandboxLimits | None = None) -> None:
+                 embedder: Any = None, limits: SandboxLimits | None = None, deviations: Sequence[str] = ()) -> None:
+        """``deviations``: names of teachbot.evaluation.sweep.DEVIATIONS to apply (a baseline knows wall-clock-timeout;
+        cap ends a run on an error as the paper does, helper reflects on it by design)."""
         if method.kind not in KINDS:
             raise ValueError(f"{method.name}: a baseline's kind is one of {', '.join(KINDS)}, got {method.kind!r}")
         self.method, self.models, self.objects, self.run_timeout = method, models, objects, run_timeout
@@ -154,7 +156,8 @@ class BaselineAgent:
             self.memory = EpisodicMemory.open(settings, embedder=embedder)
         rng = np.random.default_rng(seed)
         who = LlmPerson(person, models.person, rng) if person.kind == "llm" and models.person else TemplatePerson(person, rng)
-        self.dialog = EvalDialog(who, run_timeout)
+        wall = "wall-clock-timeout" in deviations
+        self.dialog = EvalDialog(who, run_timeout, clock=None if wall else (lambda: self.sandbox.robot_seconds))
         self.api = RobotApi.load(PROFILE)
         functions = TabletopRobot(skills, objects, self.dialog).functions()
         functions["wait_for_trigger"] = self._end_program

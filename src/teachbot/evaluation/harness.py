@@ -5,6 +5,12 @@ tabletop API over a skill client; its memory is the method's own store, read and
 process, and learning runs the improvement chain directly. The person is the dialog: every
 ``wait_for_trigger()`` after the first is a return of control, where the task's check decides the
 state and the simulated person ends the run or corrects the robot.
+
+The core paper's protocol (its section 4.1) is the default: an error (the console gave up on errors) or a timeout
+ends the run at once; the run's clock is the robot's time in its motions (``SandboxExecutor.robot_seconds``) and the
+console's statements (its round limit), never the model's latency, and it never turns a success into a failure; the
+person's random draws come from a generator seeded by the run (split, template, run), the same for every method and
+on a resume. DEVIATIONS (teachbot.evaluation.sweep) name the old behaviours, off unless a sweep asks for them.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import numpy as np
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation.metrics import Return, RunRecord
-from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson
+from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson, person_rng
 from teachbot.interaction import CoreConfig, InteractionCore, LocalExamples
 from teachbot.interaction.core import ENDED
 from teachbot.language.dialog import DialogChannel, SessionEnded
@@ -81,9 +87,11 @@ class PreparedRun:
 class EvalDialog(DialogChannel):
     """The simulated person as the console's dialog: the instruction first, then a reaction at each return."""
 
-    def __init__(self, person: TemplatePerson | LlmPerson, run_timeout: float) -> None:
+    def __init__(self, person: TemplatePerson | LlmPerson, run_timeout: float, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: the run's clock in seconds (the robot's motion time; default the wall clock)."""
         super().__init__(timeout=run_timeout)
         self.person, self.run_timeout = person, run_timeout
+        self.clock = clock or time.monotonic
         self.run: PreparedRun | None = None
         self.returns: list[Return] = []
         self.pending = ""  # what the person says when the next episode of this run starts
@@ -94,11 +102,13 @@ class EvalDialog(DialogChannel):
     def start(self, run: PreparedRun) -> None:
         self.run, self.returns, self.said = run, [], []
         self.pending, self.over, self._closing = run.instruction, False, False
-        self._started = time.monotonic()
+        self._started = self.clock()
+        self.person.rng = person_rng(run.split, run.template, run.run, run.extra.get("seed", 0))
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self._started
+        """The run's time so far on its clock."""
+        return self.clock() - self._started
 
     def wait_for_trigger(self) -> dict:
         if self.pending:  # the console's own first wait_for_trigger() of an episode
@@ -125,7 +135,7 @@ class EvalDialog(DialogChannel):
         """Judge the world, record the return, and let the person react (``state`` forces error/timeout)."""
         assert self.run is not None
         success, diagnosis = self.run.check()
-        final = "success" if success and state is None else (state or "failure")
+        final = "success" if success else (state or "failure")  # the task done is a success, whenever the clock says
         reaction = self.person.react(Situation(
             self.run.instruction, final == "success", diagnosis, len(self.returns), world=self.run.world(),
             robot_words=tuple(self.said)))
@@ -169,16 +179,19 @@ class ConsoleAgent:
 
     def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
                  *, person: PersonConfig, seed: int, run_timeout: float = 300.0, session: SessionConfig | None = None,
-                 memory_config: Any = None, embedder: Any = None) -> None:
+                 memory_config: Any = None, embedder: Any = None, deviations: Sequence[str] = ()) -> None:
+        """``deviations``: names of teachbot.evaluation.sweep.DEVIATIONS to apply (none: the paper's protocol)."""
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
         self.method, self.models = method, models
+        self.deviations = frozenset(deviations)
         self.usage = usage_meter(models)
         settings = dataclasses.replace(memory_config or MemoryConfig.load(), learned_dir=Path(store).resolve())
         self.memory = EpisodicMemory.open(settings, embedder=embedder)
         rng = np.random.default_rng(seed)
         who = LlmPerson(person, models.person, rng) if person.kind == "llm" and models.person else TemplatePerson(person, rng)
-        self.dialog = EvalDialog(who, run_timeout)
+        wall = "wall-clock-timeout" in self.deviations
+        self.dialog = EvalDialog(who, run_timeout, clock=None if wall else (lambda: self.core.sandbox.robot_seconds))
         api = RobotApi.load("tabletop")
         robot = TabletopRobot(skills, objects, self.dialog)
         self.core = InteractionCore(
@@ -203,10 +216,10 @@ class ConsoleAgent:
                                "to resume)")
             if reason == ENDED or self.dialog.over:
                 break
-            # the console stopped by itself (errors, round limit, LLM outage): a return of control all the same
+            # the console stopped by itself (errors, round limit): the paper ends the run here
             state = "timeout" if reason.startswith(("reached the limit", "nobody spoke")) else "error"
             reaction = self.dialog.react(state)
-            if reaction.ends_run:
+            if reaction.ends_run or "continue-after-errors" not in self.deviations:
                 break
             self.dialog.pending = reaction.utterance  # the next episode begins with the correction
         transcript = self.core.session.transcript.render() if self.core.session else ""

@@ -13,6 +13,7 @@ Two kinds, one interface (``react``):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,13 @@ class Situation:
     corrections: int  # corrections given so far in this run
     world: str = ""  # the table as a person sees it, in words
     robot_words: Sequence[str] = ()
+
+
+def person_rng(split: str, template: str, run: int, seed: int = 0) -> np.random.Generator:
+    """The person's random generator for one run: seeded by the run alone (split, template, run and the sweep's scene
+    seed), so every method hears the same sentences for the same run, and a resumed sweep too."""
+    digest = hashlib.sha256(f"person/{seed}/{split}/{template}/{run}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 class TemplatePerson:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.evaluation.metrics import RunRecord, learning_curve, read_results, summarize
+from teachbot.evaluation.sweep import DEVIATIONS, SWEEP_FILE
 
 SPLITS = ("SA-SI", "UA-SI", "UA-UI")
 
@@ -79,6 +80,17 @@ def plot_curves(records: Sequence[RunRecord], out: Path) -> list[Path]:
     return written
 
 
+def _protocol_line(out: Path) -> str:
+    """Which protocol the sweep ran: the paper's, or the named deviations that were on (sweep.json)."""
+    sweep = out / SWEEP_FILE
+    deviations = json.loads(sweep.read_text()).get("deviations") if sweep.is_file() else None
+    if deviations is None:
+        return "Protocol: not recorded (a sweep from before the deviations were named)."
+    if not deviations:
+        return "Protocol: the core paper's (an error or timeout ends a run; the clock counts robot time, not the model)."
+    return "Protocol: the core paper's with these deviations on: " + "; ".join(f"{d} ({DEVIATIONS.get(d, '?')})" for d in deviations) + "."
+
+
 def write_report(directory: str | Path, published: dict[str, dict[str, Any]] | None = None) -> Path:
     """Write summary.json, report.md and the plots for ``directory/results.jsonl``; returns report.md."""
     out = Path(directory)
@@ -95,6 +107,7 @@ def write_report(directory: str | Path, published: dict[str, dict[str, Any]] | N
         "# Evaluation report",
         "",
         f"{len(records)} runs, {tokens:,} LLM tokens, ${cost:.4f}, {wall / 60:.1f} min of runs.",
+        _protocol_line(out),
         "s: runs that ended in success (%); i: runs successful at the first return of control, with no help (%);",
         "n: mean corrections until the first success, over successful runs. Published numbers: the core paper.",
         "",

@@ -30,6 +30,14 @@ from teachbot.evaluation.person import PersonConfig
 
 SWEEP_FILE = "sweep.json"
 RESULTS = "results.jsonl"
+# Named deviations from the core paper's protocol (its section 4.1), each off unless a sweep names it (--deviation);
+# sweep.json and the report say which were on.
+DEVIATIONS = {
+    "continue-after-errors": "when the console gives up on errors or its round limit, the person corrects the robot "
+                             "and a new episode starts (the paper ends the run)",
+    "wall-clock-timeout": "the run's timeout is wall-clock time, the model's latency included (the paper's counts the "
+                          "robot's work: here its motion time and the console's round limit)",
+}
 
 
 @dataclass(frozen=True)
@@ -46,10 +54,12 @@ class SweepConfig:
     llm: dict[str, str] = field(default_factory=dict)  # backend, model, base_url (what answered)
     run_timeout: float = 300.0
     seeds_dir: str = ""  # seed examples of every method's store ("" = memory_store/, as config/memory.yaml says)
+    deviations: tuple[str, ...] = ()  # names of DEVIATIONS that are on (none: the paper's protocol)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["methods"], data["splits"], data["only"] = list(self.methods), list(self.splits), list(self.only)
+        data["deviations"] = list(self.deviations)
         return data
 
 
@@ -103,6 +113,9 @@ def validate(config: SweepConfig, tasks: dict[str, type], methods: Sequence[str]
     for key in config.only:
         if key not in tasks:
             raise ConfigError(f"unknown template {key!r}; templates: {', '.join(tasks)}")
+    for name in config.deviations:
+        if name not in DEVIATIONS:
+            raise ConfigError(f"unknown deviation {name!r}; deviations from the paper's protocol: {', '.join(DEVIATIONS)}")
     if config.templates < 0:
         raise ConfigError(f"--templates must be 0 (all) or more, got {config.templates}")
 

@@ -62,7 +62,7 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
             models = make_models(METHODS[name])
             agent = make_agent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
                                person=config.person, seed=config.seed, run_timeout=config.run_timeout,
-                               memory_config=_memory_config(config))
+                               memory_config=_memory_config(config), deviations=config.deviations)
             try:
                 for run in runs:
                     record = _one_run(agent, models, client, tasks[run.template], run)

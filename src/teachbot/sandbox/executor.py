@@ -341,6 +341,11 @@ class SandboxExecutor:
         """Names defined in the persistent namespace (user variables and functions)."""
         return set(self._names)
 
+    @property
+    def robot_seconds(self) -> float:
+        """Seconds spent inside the robot's motion functions since this executor was made (an evaluation's run clock)."""
+        return self._robot_time.total
+
     def new_episode(self) -> None:
         """An episode starts: the robot-time budget per episode is full again."""
         self._robot_time.new_episode()

@@ -86,6 +86,7 @@ class RobotClock:
     def __init__(self, per_snippet: float, per_episode: float) -> None:
         self.per_snippet, self.per_episode = per_snippet, per_episode
         self.snippet = self.episode = 0.0  # seconds used so far
+        self.total = 0.0  # seconds inside motion calls since this clock was made (never reset)
 
     def new_snippet(self) -> None:
         """A run() starts: its own budget is full again."""
@@ -116,6 +117,7 @@ class RobotClock:
             spent = time.monotonic() - start - current.excluded
             self.snippet += spent
             self.episode += spent
+            self.total += spent
 
     def refusal(self, name: str, budget: str) -> str:
         """The one-line error for a motion that was not started: which budget, and what to do."""
