@@ -201,3 +201,23 @@ def test_the_person_draws_the_same_for_a_run_whatever_came_before():
     sentences(busy, run_of(0), n=9)  # another method heard more before (more corrections in its earlier runs)
     assert sentences(busy, run_of(1)) == sentences(fresh, run_of(1))
     assert sentences(fresh, run_of(1)) != sentences(fresh, run_of(2))  # other runs, other draws
+
+
+def test_the_person_answers_a_question_from_what_is_still_wrong():
+    """ask() gets an answer from the diagnosis (which object, where), not the request repeated; nothing is recorded
+    as a return of control; when the task is done, the person says so."""
+    from teachbot.evaluation.harness import EvalDialog, PreparedRun
+    from teachbot.evaluation.person import TemplatePerson
+
+    state = {"done": False}
+    run = PreparedRun("ours", "SA-SI", "block_in_bowl", 0, "put the block in the blue bowl",
+                      check=lambda: (state["done"], "" if state["done"] else
+                                     "the red block is not in the blue bowl: it is on the table near the middle"))
+    dialog = EvalDialog(TemplatePerson(PersonConfig(), np.random.default_rng(0)), 300.0)
+    dialog.start(run)
+    dialog.wait_for_trigger()  # the request
+    answer = dialog.ask("Which block do you mean?")["text"]
+    assert "red block" in answer and "blue bowl" in answer and not answer.startswith("I asked you")
+    assert dialog.returns == [] and dialog.said == ["Which block do you mean?"]
+    state["done"] = True
+    assert dialog.ask("Anything else?")["text"] in ("It's fine as it is.", "Nothing more, it is done.")

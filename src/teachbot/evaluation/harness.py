@@ -126,10 +126,14 @@ class EvalDialog(DialogChannel):
         return {"type": "dialog", "text": reaction.utterance}
 
     def ask(self, question: str) -> dict:
-        """A question is answered with the request again: the person wants the task done, not a chat."""
+        """The person answers the robot's question from what they see (the task's diagnosis now): which object,
+        where, which way. An answer is not a return of control: it records no return."""
         self.say(question)
         assert self.run is not None
-        return {"type": "dialog", "text": f"I asked you to {self.run.instruction.rstrip('.')}."}
+        success, diagnosis = self.run.check()
+        situation = Situation(self.run.instruction, success, diagnosis, len(self.returns), world=self.run.world(),
+                              robot_words=tuple(self.said))
+        return {"type": "dialog", "text": self.person.answer(question, situation)}
 
     def react(self, state: str | None) -> Reaction:
         """Judge the world, record the return, and let the person react (``state`` forces error/timeout)."""

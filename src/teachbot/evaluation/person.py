@@ -4,7 +4,8 @@ The harness checks the task after every ``wait_for_trigger()`` of the console. O
 ends the run (or, in ``praise_share`` of runs, says so first, as the core paper allows); on failure they
 correct the robot from the task's diagnosis, up to ``max_corrections`` times, then the run fails.
 
-Two kinds, one interface (``react``):
+A question of the robot's (``ask()``) is answered from what the person sees (``answer``): the diagnosis of what is
+still wrong, so "which block?" gets the block. Two kinds, one interface (``react``, ``answer``):
 - ``TemplatePerson``: deterministic sentences (prompts/person_template.yaml) drawn with the run's
   seeded generator, with "remember that next time" in ``remember_share`` of corrections;
 - ``LlmPerson``: a user-simulator model (prompts/person_llm.txt) given the goal, the diagnosis, the
@@ -94,6 +95,14 @@ class TemplatePerson:
             text = f"{text} {self._pick('remember')}"
         return Reaction(text, ends_run=False)
 
+    def answer(self, question: str, situation: Situation) -> str:
+        """The answer to the robot's question: what the person wants, from what they see is still wrong."""
+        if situation.success or not situation.diagnosis.strip():
+            return self._pick("answer_done")
+        diagnosis = situation.diagnosis.strip().rstrip(".")
+        return self._pick("answer").format(diagnosis=diagnosis, Diagnosis=diagnosis[0].upper() + diagnosis[1:],
+                                           instruction=situation.instruction.rstrip("."))
+
 
 class LlmPerson:
     """A user-simulator model; the same ending rules as the template person."""
@@ -112,20 +121,27 @@ class LlmPerson:
             remember = self.rng.random() < self.config.remember_share
             task = "Correct the robot: say what is wrong and what you want instead." + (
                 " Ask it to remember this for next time." if remember else "")
+        return Reaction(self._say(situation, task), ends_run=situation.success)
+
+    def answer(self, question: str, situation: Situation) -> str:
+        """The answer to the robot's question, from what the person sees (the same prompt as a reaction)."""
+        return self._say(situation, f"The robot asks you: \"{question}\" Answer its question from what you see.")
+
+    def _say(self, situation: Situation, task: str) -> str:
         prompt = (self.template.replace("{instruction}", situation.instruction)
                   .replace("{world}", situation.world or "(not described)")
                   .replace("{diagnosis}", situation.diagnosis or "nothing")
                   .replace("{robot_words}", " / ".join(situation.robot_words) or "nothing")
                   .replace("{task}", task))
-        text = " ".join(self.model.generate(prompt, stop=()).text.split()).strip().strip('"')
-        return Reaction(text, ends_run=situation.success)
+        return " ".join(self.model.generate(prompt, stop=()).text.split()).strip().strip('"')
 
 
 def load_sentences() -> dict[str, list[str]]:
-    """prompts/person_template.yaml, checked for its three lists."""
+    """prompts/person_template.yaml, checked for its lists."""
     path = share_dir() / "prompts" / "person_template.yaml"
     raw = load_yaml(path)
-    for key in ("correction", "remember", "praise"):
+    keys = ("correction", "remember", "praise", "answer", "answer_done")
+    for key in keys:
         if not isinstance(raw.get(key), list) or not raw[key] or not all(isinstance(s, str) for s in raw[key]):
             raise ConfigError(f"{path}: '{key}' must be a non-empty list of sentences")
-    return {key: list(raw[key]) for key in ("correction", "remember", "praise")}
+    return {key: list(raw[key]) for key in keys}

@@ -1,6 +1,8 @@
 """The benchmark's success rules as small checks: each returns '' when it holds, else what is wrong in words.
 
 Conventions: x grows to the right, y to the top (``top_is: +y``); a block still in the gripper is never placed.
+What is wrong is said as a person watching the table says it: which object, where it is (in which bowl, near which
+corner or side), which way it should go; never coordinates or centimetres.
 """
 
 from __future__ import annotations
@@ -9,17 +11,13 @@ import math
 from collections.abc import Sequence
 
 from teachbot.evaluation.benchmark import SuccessRules
-from teachbot.evaluation.world_state import ObjectTruth, WorldState, describe
+from teachbot.evaluation.world_state import ObjectTruth, WorldState, describe, towards
 
 Point = tuple[float, float]
 
 
 def _held(block: ObjectTruth, state: WorldState) -> bool:
     return block.held or state.held_object == block.name
-
-
-def _cm(metres: float) -> str:
-    return f"{metres * 100:.0f} cm"
 
 
 def on_point(block: ObjectTruth, point: Point, label: str, rules: SuccessRules, state: WorldState) -> str:
@@ -29,8 +27,8 @@ def on_point(block: ObjectTruth, point: Point, label: str, rules: SuccessRules, 
     d = block.xy_distance(point)
     if d < rules.on_point:
         return ""
-    return (f"the {block.name} is {_cm(d)} from the {label}, {describe(block, state)}; "
-            f"it should be on the {label} (x={point[0]:.2f} m, y={point[1]:.2f} m)")
+    return (f"the {block.name} is not on the {label}: it is {describe(block, state)}; "
+            f"it should go {towards(block.xy, point)}, onto the {label}")
 
 
 def on_bowl(block: ObjectTruth, bowl: ObjectTruth, rules: SuccessRules, state: WorldState, block_size: float = 0.04) -> str:
@@ -40,7 +38,7 @@ def on_bowl(block: ObjectTruth, bowl: ObjectTruth, rules: SuccessRules, state: W
     d = block.xy_distance(bowl.xy)
     if d < rules.on_bowl and block.z - block_size / 2 >= bowl.z - 0.005:
         return ""
-    return f"the {block.name} is not in the {bowl.name}: it is {describe(block, state)}, {_cm(d)} from the bowl's centre"
+    return f"the {block.name} is not in the {bowl.name}: it is {describe(block, state)}"
 
 
 def on_block(top: ObjectTruth, bottom: ObjectTruth, rules: SuccessRules, state: WorldState, block_size: float = 0.04) -> str:
@@ -65,15 +63,15 @@ def beside(block: ObjectTruth, bowl: ObjectTruth, direction: str, vector: Point,
     along = dx * vector[0] + dy * vector[1]
     across = abs(-dx * vector[1] + dy * vector[0])
     d = math.hypot(dx, dy)
-    where = f"it is {describe(block, state)}, {_cm(d)} from the bowl"
+    where = f"it is {describe(block, state)}"
     if along <= 0 or across > along:
         return f"the {block.name} is not to the {direction} of the {bowl.name}: {where}; it should be {want}"
     if d < rules.on_bowl:
         return f"the {block.name} is in the {bowl.name}, not beside it; it should be {want}"
     if magnitude == "a little" and d > rules.a_little_max:
-        return f"the {block.name} is too far from the {bowl.name}: {where}; a little means at most {_cm(rules.a_little_max)}"
+        return f"the {block.name} is too far from the {bowl.name}: {where}; a little means close beside it"
     if magnitude == "a lot" and d <= rules.a_lot_min:
-        return f"the {block.name} is too close to the {bowl.name}: {where}; a lot means more than {_cm(rules.a_lot_min)}"
+        return f"the {block.name} is too close to the {bowl.name}: {where}; a lot means well away from it"
     return ""
 
 
@@ -106,13 +104,12 @@ def in_line(blocks: Sequence[ObjectTruth], kind: str, rules: SuccessRules, state
     problems = []
     got = line_kind(slope, rules)
     if got != kind:
-        angle = math.degrees(math.atan2(abs(dy), abs(dx)))
-        problems.append(f"the line from the {a.name} to the {b.name} rises {angle:.0f} degrees from the horizontal "
-                        f"({got or 'neither horizontal, vertical nor diagonal'}); it should be {kind}")
+        problems.append(f"the line from the {a.name} to the {b.name} is {got or 'neither horizontal, vertical nor diagonal'}; "
+                        f"it should be {kind}")
     for c in blocks:
         if c is a or c is b:
             continue
         off = abs((c.position[0] - a.position[0]) * dy - (c.position[1] - a.position[1]) * dx) / length
         if off > rules.line_distance:
-            problems.append(f"the {c.name} is {_cm(off)} off the line through the {a.name} and the {b.name} ({describe(c, state)})")
+            problems.append(f"the {c.name} is off the line through the {a.name} and the {b.name} ({describe(c, state)})")
     return "; ".join(problems)

@@ -6,11 +6,13 @@ Converters read the GetWorldState service response (duck-typed: no message impor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from teachbot.evaluation.benchmark import Benchmark
 from teachbot.world.scene import SceneSpec, TabletopConfig
 
 
@@ -102,12 +104,30 @@ class WorldState:
 
 
 def describe(obj: ObjectTruth, state: WorldState) -> str:
-    """Where an object is, in words a person would use: 'in the blue bowl', 'on the table at x=0.10 m, y=-0.40 m'."""
+    """Where an object is, in words a person watching the table would use, never coordinates: 'in the blue bowl',
+    'on the green block', 'on the table near the top left corner' (the nearest of the benchmark's named places)."""
     if obj.held or state.held_object == obj.name:
         return "still in the gripper"
-    at = f"x={obj.position[0]:.2f} m, y={obj.position[1]:.2f} m"
     if obj.supported_by:
         support = state.get(obj.supported_by) if obj.supported_by in state else None
         word = "in" if obj.inside or (support is not None and support.category == "bowl") else "on"
-        return f"{word} the {obj.supported_by} ({at})"
-    return f"on the table at {at}"
+        return f"{word} the {obj.supported_by}"
+    return f"on the table near the {nearest_place(obj.position[0], obj.position[1])}"
+
+
+def nearest_place(x: float, y: float) -> str:
+    """The benchmark's named place (a corner, a side, the middle) nearest to (x, y)."""
+    return min(_places().items(), key=lambda item: math.hypot(item[1][0] - x, item[1][1] - y))[0]
+
+
+def towards(start: tuple[float, float], goal: tuple[float, float], near: float = 0.1) -> str:
+    """Which way an object must go, as a person points it out: 'a little further to the right and to the top'."""
+    dx, dy = goal[0] - start[0], goal[1] - start[1]
+    ways = [w for w, d in (("to the right" if dx > 0 else "to the left", abs(dx)), ("to the top" if dy > 0 else "to the bottom", abs(dy)))
+            if d > 0.25 * max(abs(dx), abs(dy), 1e-9)]
+    return f"{'a little further ' if math.hypot(dx, dy) < near else 'further '}{' and '.join(ways)}"
+
+
+@functools.lru_cache(maxsize=1)
+def _places() -> dict[str, tuple[float, float]]:
+    return dict(Benchmark.load().named_points)
