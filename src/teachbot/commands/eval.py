@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.commands import eval_droc, eval_multitask, eval_raider
-from teachbot.commands.llm_args import check_endpoint, llm_config
+from teachbot.commands.llm_args import (
+    add_role_arguments,
+    apply_role_arguments,
+    check_endpoint,
+    llm_config,
+    price_table,
+    role_models,
+)
 from teachbot.errors import ConfigError
 
 STAND_INS = ("oracle", "err-once", "imitator")
@@ -47,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
     cap.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
+    add_role_arguments(cap)
     cap.add_argument("--stand-in", default="", choices=("", *STAND_INS),
                      help="no LLM: a stand-in model that proves the harness, not any model (baselines: the expert "
                           "plan as one program)")
@@ -88,8 +96,10 @@ class CliModels:
             return AgentModels(interaction, None, doubles.TeacherModel())
         from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
+        roles = (self.llm.get("llm", self.llm) or {}).get("roles") or {}
+        person = "person" if "person" in roles else "interaction"  # the person's own model, when one is given
         return AgentModels(model_from_config(self.llm, "interaction"), model_from_config(self.llm, "function_generation"),
-                           model_from_config(self.llm, "improvement"), person=model_from_config(self.llm, "interaction"))
+                           model_from_config(self.llm, "improvement"), person=model_from_config(self.llm, person))
 
 
 def run_cap(args: argparse.Namespace) -> int:
@@ -107,15 +117,16 @@ def run_cap(args: argparse.Namespace) -> int:
     for split in splits:
         if split not in SPLITS:
             raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
-    raw = llm_config(args)
+    raw = apply_role_arguments(llm_config(args), args)
     if args.stand_in:
-        where = {"stand_in": args.stand_in}
+        where: dict[str, Any] = {"stand_in": args.stand_in}
     else:
-        url = check_endpoint(raw)
-        from teachbot.llm.factory import role_settings  # deferred: loaded when the command runs
-
-        settings = role_settings(raw, "interaction")
-        where = {"backend": str(settings["backend"]), "model": str(settings.get("model", "")), "base_url": url}
+        own = (raw.get("llm", raw) or {}).get("roles") or {}
+        roles = ("interaction", "function_generation", "improvement", *(("person",) if args.person == "llm" else ()))
+        models = role_models(raw, roles)
+        for role in (r for r in roles if r != "person" or "person" in own):
+            check_endpoint(raw, role)  # each role's endpoint answers before anything runs (GET /models bills nothing)
+        where = {"roles": models, "prices": price_table(models)}
     config = SweepConfig(
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
         templates=args.templates, only=tuple(args.template), seed=args.seed,

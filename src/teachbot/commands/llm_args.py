@@ -4,6 +4,8 @@ paid endpoint without --allow-paid, and a check that each endpoint answers befor
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import os
 from typing import Any
 
@@ -71,3 +73,61 @@ def checked_llm_config(args: argparse.Namespace, roles: tuple[str, ...]) -> tupl
         check_endpoint(raw, role)
     settings = role_settings(raw, "interaction")
     return raw, f"config: {settings['backend']} {settings.get('model', '') or settings.get('model_path', '')}".strip()
+
+
+# the roles an evaluation may give a model of their own, and the flag prefix of each (--improve-model, ...)
+ROLE_FLAGS = {"improvement": "improve", "function_generation": "function", "person": "person"}
+
+
+def add_role_arguments(parser: argparse.ArgumentParser) -> None:
+    """--improve-model, --function-model, --person-model with a base URL and an API-key variable each: a role's own
+    OpenAI-compatible model (the core paper used GPT-4 to improve even in its GPT-3.5 rows)."""
+    for role, flag in ROLE_FLAGS.items():
+        parser.add_argument(f"--{flag}-model", default="", metavar="NAME", help=f"the {role} role's model (default: as --llm-model)")
+        parser.add_argument(f"--{flag}-base-url", default="", metavar="URL",
+                            help=f"the {role} role's endpoint (default: as --llm-base-url)")
+        parser.add_argument(f"--{flag}-api-key-env", default="", metavar="VAR", help=f"the variable holding the {role} role's API key")
+
+
+def apply_role_arguments(raw: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """``raw`` with each role given on the command line set to its own openai model (a new dict where one is set)."""
+    out = raw
+    for role, flag in ROLE_FLAGS.items():
+        given = {key: getattr(args, f"{flag}_{attribute}", "") for key, attribute in
+                 (("model", "model"), ("base_url", "base_url"), ("api_key_env", "api_key_env"))}
+        given = {key: value for key, value in given.items() if value}
+        if not given:
+            continue
+        if out is raw:
+            out = copy.deepcopy(raw)
+        section = out.setdefault("llm", {}) if "llm" in out or not out else out
+        roles = section.setdefault("roles", {}) or {}
+        section["roles"] = roles
+        inherited = role_settings(out, "interaction") if role == "person" and role not in roles else {}
+        base = {k: inherited[k] for k in ("model", "base_url", "api_key_env") if inherited.get(k)}
+        roles[role] = {**base, **(roles.get(role) or {}), "backend": "openai", **given}
+    return out
+
+
+def role_models(raw: dict[str, Any], roles: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """What answers each role (backend, model, base URL; the person: the interaction role's unless it has its own),
+    for sweep.json and the report."""
+    configured = (raw.get("llm", raw) or {}).get("roles") or {}
+    out = {}
+    for role in roles:
+        settings = role_settings(raw, role if role in configured or role != "person" else "interaction")
+        out[role] = {"backend": str(settings["backend"]), "model": str(settings.get("model") or settings.get("model_path") or ""),
+                     "base_url": str(settings.get("base_url", ""))}
+    return out
+
+
+def price_table(models: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The prices (USD per million tokens, config/prices.yaml) the report's costs use for these models."""
+    from teachbot.llm.pricing import PriceTable  # deferred: loaded when the command runs
+
+    table = PriceTable.load()
+    prices: dict[str, Any] = {}
+    for settings in models.values():
+        price = table.price(settings["model"])
+        prices[settings["model"]] = dataclasses.asdict(price) if price is not None else "unknown (counted as 0)"
+    return prices

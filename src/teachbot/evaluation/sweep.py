@@ -51,7 +51,7 @@ class SweepConfig:
     only: tuple[str, ...] = ()  # these template keys only (empty: as ``templates`` says)
     seed: int = 0
     person: PersonConfig = field(default_factory=PersonConfig)
-    llm: dict[str, str] = field(default_factory=dict)  # backend, model, base_url (what answered)
+    llm: dict[str, Any] = field(default_factory=dict)  # per role: backend, model, base_url (what answered); the prices used
     run_timeout: float = 300.0
     seeds_dir: str = ""  # seed examples of every method's store ("" = memory_store/, as config/memory.yaml says)
     deviations: tuple[str, ...] = ()  # names of DEVIATIONS that are on (none: the paper's protocol)
