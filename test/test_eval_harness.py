@@ -221,3 +221,34 @@ def test_the_person_answers_a_question_from_what_is_still_wrong():
     assert dialog.returns == [] and dialog.said == ["Which block do you mean?"]
     state["done"] = True
     assert dialog.ask("Anything else?")["text"] in ("It's fine as it is.", "Nothing more, it is done.")
+
+
+class RefusedOnce:
+    """An endpoint that refuses the first run's requests with HTTP 400 (say, a prompt its filter rejects), then
+    answers as the oracle does."""
+
+    def __init__(self):
+        self.oracle, self.calls = OracleModel(), 0
+
+    def generate(self, prompt, stop=None, **kwargs):
+        from teachbot.llm.base import REFUSED, LLMError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise LLMError("LLM endpoint http://127.0.0.1:9/v1 refused the request (HTTP 400): bad prompt", kind=REFUSED, status=400)
+        return self.oracle.generate(prompt, stop, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.oracle, name)
+
+
+def test_a_refused_request_is_that_runs_error_and_the_sweep_goes_on(client, tmp_path):
+    """A deterministic HTTP 400 would be refused again on a resume: it ends its run as an error with the reason, and
+    the next run goes on (an unreachable endpoint still stops the sweep: test_an_llm_outage_stops_the_sweep...)."""
+    model = RefusedOnce()
+    config = SweepConfig(methods=("ours",), splits=("SA-SI",), runs=2, only=("block_in_bowl",), seed=6)
+    first, second = read_results(run_sweep(config, tmp_path, lambda method: AgentModels(model, None, TeacherModel()),
+                                           show_progress=False, client=client))
+    assert [r.state for r in first.returns] == ["error"]
+    assert "refused this run's request" in first.extra["error"] and "HTTP 400" in first.extra["error"]
+    assert [r.state for r in second.returns] == ["success"] and "error" not in second.extra

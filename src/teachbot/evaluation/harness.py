@@ -213,6 +213,13 @@ class ConsoleAgent:
         started = time.monotonic()
         while not self.dialog.over:
             reason = self.core.run_episode()
+            error = self.core.llm_error if reason.startswith("LLM unavailable") else None
+            if error is not None and error.status == 400:
+                # this run's request was refused (too long, a content filter): the run's error, and the sweep goes on,
+                # since running it again would be refused again
+                prepared.extra["error"] = f"the endpoint refused this run's request: {error}"
+                self.dialog.returns.append(Return("error", ""))
+                break
             if reason.startswith("LLM unavailable"):
                 # not the robot's doing: stop the sweep, record nothing; the same command resumes at this run
                 raise LLMError(f"{reason.removeprefix('LLM unavailable: ')} (the sweep stopped at {prepared.method} "

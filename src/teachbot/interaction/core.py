@@ -137,6 +137,7 @@ class InteractionCore:
         self.sandbox = SandboxExecutor(api.bind(functions, bounds=self.config.bounds), limits or SandboxLimits(), on_kill=on_kill,
                                       robot_functions=api.motion_names)
         self.episode_id = ""
+        self.llm_error: LLMError | None = None  # why the last episode that ended on an LLM failure ended
         self.session: ConsoleSession | None = None
         self.episodes = 0
         self._lines = 0
@@ -181,6 +182,7 @@ class InteractionCore:
         return reason
 
     def _episode(self) -> str:
+        self.llm_error = None
         self.sandbox.reset()
         self.sandbox.new_episode()  # the robot-time budget per episode starts afresh
         self.meter.reset()
@@ -198,6 +200,7 @@ class InteractionCore:
         try:
             reason = self.session.run(should_stop=self._stopping.is_set)
         except LLMError as exc:
+            self.llm_error = exc
             reason = f"LLM unavailable: {exc}"
             self._say(llm_failure_sentence(exc))
         except PromptTooLong as exc:

@@ -56,10 +56,12 @@ class LLMError(TeachbotError):
 
     ``kind`` says which way (UNREACHABLE, REFUSED, MALFORMED, SETUP), so the robot tells the person the
     right thing: an endpoint that refuses a request is reachable, and waiting for it will not help.
+    ``status``: the HTTP status of a refusal (400: this request was refused, 401/403: the key), else 0.
     """
 
-    def __init__(self, message: str, *, attempts: int = 0, kind: str = SETUP) -> None:
+    def __init__(self, message: str, *, attempts: int = 0, kind: str = SETUP, status: int = 0) -> None:
         super().__init__(message)
+        self.status = status
         self.attempts = attempts
         self.kind = kind
 

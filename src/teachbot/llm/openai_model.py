@@ -385,7 +385,7 @@ class OpenAIModel(RecordingModel):
                 raise _Retryable(f"HTTP {status}", _retry_after(exc)) from None
             if status == 400:
                 self._learn(exc, params, caps)
-            raise LLMError(self._status_message(status, exc), attempts=1, kind=REFUSED) from None
+            raise LLMError(self._status_message(status, exc), attempts=1, kind=REFUSED, status=status) from None
         except (openai.APIResponseValidationError, ValueError) as exc:
             raise LLMError(
                 f"LLM endpoint {self.base_url} returned malformed JSON ({type(exc).__name__}); check that it speaks the OpenAI API",
