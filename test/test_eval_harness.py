@@ -252,3 +252,39 @@ def test_a_refused_request_is_that_runs_error_and_the_sweep_goes_on(client, tmp_
     assert [r.state for r in first.returns] == ["error"]
     assert "refused this run's request" in first.extra["error"] and "HTTP 400" in first.extra["error"]
     assert [r.state for r in second.returns] == ["success"] and "error" not in second.extra
+
+
+class Priced:
+    """The oracle, as billed by a hosted model: each answer priced as gpt-4.1 with 20k prompt tokens (config/prices.yaml)."""
+
+    name = "interaction:gpt-4.1"
+
+    def __init__(self):
+        self.oracle, self.listeners = OracleModel(), []
+
+    def add_listener(self, listener):
+        self.listeners.append(listener)
+
+    def generate(self, prompt, stop=None, **kwargs):
+        import dataclasses
+
+        completion = dataclasses.replace(self.oracle.generate(prompt, stop, **kwargs), model="gpt-4.1", prompt_tokens=20_000)
+        for listener in self.listeners:
+            listener(completion, prompt)
+        return completion
+
+    def __getattr__(self, name):
+        return getattr(self.oracle, name)
+
+
+def test_max_cost_stops_between_runs_and_a_higher_cap_goes_on(client, tmp_path):
+    from teachbot.nodes.eval_sweep import spent
+
+    config = SweepConfig(methods=("ours",), splits=("SA-SI",), runs=3, only=("block_in_bowl",), seed=7)
+    model = Priced()
+    make = lambda method: AgentModels(model, None, TeacherModel())  # noqa: E731
+    first = read_results(run_sweep(config, tmp_path, make, show_progress=False, client=client, max_cost=0.01))
+    assert len(first) == 1 and first[0].cost_usd > 0.01  # the run in progress finished; no other started
+    assert spent(tmp_path) == pytest.approx(first[0].cost_usd)
+    resumed = read_results(run_sweep(config, tmp_path, make, show_progress=False, client=client, max_cost=10.0))
+    assert [r.run for r in resumed] == [0, 1, 2]

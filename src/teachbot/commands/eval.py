@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--max-corrections", type=int, default=3, help="corrections per run before it fails")
     cap.add_argument("--run-timeout", type=float, default=300.0,
                      help="seconds of robot motion one run may take (the paper's timeout; the model's latency does not count)")
+    cap.add_argument("--max-cost", type=float, default=0.0, metavar="USD",
+                     help="start no run once the recorded runs cost this much (config/prices.yaml); the same command with "
+                          "a higher cap goes on (default: no cap)")
     cap.add_argument("--deviation", action="append", default=[], metavar="NAME",
                      help="a named deviation from the paper's protocol, off by default (repeatable): "
                           "continue-after-errors, wall-clock-timeout; the report says which were on")
@@ -108,7 +111,7 @@ def run_cap(args: argparse.Namespace) -> int:
     from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
     from teachbot.evaluation.report import write_report  # deferred: loaded when the command runs
     from teachbot.evaluation.sweep import SweepConfig  # deferred: loaded when the command runs
-    from teachbot.nodes.eval_sweep import run_sweep  # deferred: loaded when the command runs
+    from teachbot.nodes.eval_sweep import run_sweep, spent  # deferred: loaded when the command runs
     from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
 
     trace_into(Path(args.out) / "traces", "teachbot-eval-cap")  # every run's trace beside its results (their trace_id)
@@ -133,7 +136,10 @@ def run_cap(args: argparse.Namespace) -> int:
         person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
         llm=where, run_timeout=args.run_timeout, deviations=tuple(args.deviation))
     results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in), workers=args.workers,
-                        show_progress=not args.no_progress and sys.stderr.isatty())
+                        show_progress=not args.no_progress and sys.stderr.isatty(), max_cost=args.max_cost)
+    if args.max_cost and spent(Path(args.out)) >= args.max_cost:
+        print(f"stopped at the cost cap: the recorded runs cost ${spent(Path(args.out)):.4f} of --max-cost "
+              f"{args.max_cost:g}; the same command with a higher --max-cost goes on", flush=True)
     report = write_report(results.parent, _published())
     print(f"results: {results}\nreport: {report}", flush=True)
     return 0

@@ -45,8 +45,9 @@ def all_tasks() -> dict[str, type]:
 
 def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_models: ModelFactory,
                done: set[tuple[str, str, str, int]], on_record: Callable[[RunRecord], None] = lambda _r: None,
-               client: Any = None) -> None:
-    """This worker's methods, in order, on ``client`` (a started stack's skill client) or a stack of its own."""
+               client: Any = None, max_cost: float = 0.0) -> None:
+    """This worker's methods, in order, on ``client`` (a started stack's skill client) or a stack of its own.
+    ``max_cost``: no run starts once the sweep's recorded cost (every worker's) reached it, USD (0: no cap)."""
     tasks = all_tasks()
     stack = None
     if client is None:
@@ -65,6 +66,8 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
                                memory_config=_memory_config(config), deviations=config.deviations)
             try:
                 for run in runs:
+                    if max_cost and spent(out) >= max_cost:
+                        return  # stopped cleanly between runs: the same command with a higher --max-cost goes on
                     record = _one_run(agent, models, client, tasks[run.template], run)
                     append_result(out, record)
                     on_record(record)
@@ -121,22 +124,29 @@ def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: ty
                                      extra={"seed": run.seed, "scene": episode.scene_yaml(), "trace_id": trace_id}))
 
 
+def spent(out: Path) -> float:
+    """USD the sweep's recorded runs cost (results.jsonl, every worker's)."""
+    results = out / "results.jsonl"
+    return sum(r.cost_usd for r in read_results(results)) if results.exists() else 0.0
+
+
 def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,
-           done: set[tuple[str, str, str, int]]) -> None:
+           done: set[tuple[str, str, str, int]], max_cost: float = 0.0) -> None:
     os.environ.pop("ROS_DOMAIN_ID", None)  # the parent's id came along: reserve one of its own
     configure_loopback()
     import rclpy  # deferred: rclpy
 
     rclpy.init()
     try:
-        run_worker(config, Path(out), methods, factory, done)
+        run_worker(config, Path(out), methods, factory, done, max_cost=max_cost)
     finally:
         rclpy.shutdown()
 
 
 def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *, workers: int = 1,
-              show_progress: bool = True, client: Any = None) -> Path:
-    """Run (or resume) a sweep into ``out``; returns the results file. ``client``: an already running stack (tests)."""
+              show_progress: bool = True, client: Any = None, max_cost: float = 0.0) -> Path:
+    """Run (or resume) a sweep into ``out``; returns the results file. ``client``: an already running stack (tests).
+    ``max_cost``: USD; no run starts once the recorded runs cost that much (the run in progress finishes)."""
     out = Path(out)
     tasks = all_tasks()
     validate(config, tasks, list(METHODS))
@@ -150,23 +160,23 @@ def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *
 
                 rclpy.init()
                 try:
-                    run_worker(config, out, config.methods, make_models, done, update)
+                    run_worker(config, out, config.methods, make_models, done, update, max_cost=max_cost)
                 finally:
                     rclpy.shutdown()
             else:
-                run_worker(config, out, config.methods, make_models, done, update, client=client)
+                run_worker(config, out, config.methods, make_models, done, update, client=client, max_cost=max_cost)
         else:
-            _run_children(config, out, groups, make_models, done, update)
+            _run_children(config, out, groups, make_models, done, update, max_cost)
     return out / "results.jsonl"
 
 
 def _run_children(config: SweepConfig, out: Path, groups: list[list[str]], make_models: ModelFactory,
-                  done: set[tuple[str, str, str, int]], update: Callable[[RunRecord], None]) -> None:
+                  done: set[tuple[str, str, str, int]], update: Callable[[RunRecord], None], max_cost: float = 0.0) -> None:
     """One child process per group; the parent follows results.jsonl for the progress bar."""
 
 
     context = multiprocessing.get_context("spawn")
-    children = [context.Process(target=_child, args=(config, str(out), group, make_models, done), daemon=True)
+    children = [context.Process(target=_child, args=(config, str(out), group, make_models, done, max_cost), daemon=True)
                 for group in groups]
     for child in children:
         child.start()
