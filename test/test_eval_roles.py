@@ -45,3 +45,41 @@ def test_without_role_flags_every_role_is_the_llm_model_and_the_person_the_inter
     models = role_models(raw, ("interaction", "improvement", "person"))
     assert {m["model"] for m in models.values()} == {"gpt-3.5-turbo"}
     assert CliModels(raw)(METHODS["ours"]).person.name == "interaction:gpt-3.5-turbo"
+
+
+def test_estimate_before_spending_anything(tmp_path, capsys):
+    """--estimate prints a range per method and a total, says its assumptions, sends nothing (the endpoint here does not
+    exist) and leaves the output directory alone."""
+    from teachbot.cli import main
+
+    out = tmp_path / "sweep"
+    assert main(["eval", "cap", "--estimate", "--methods", "ours,ours-k4,cap", "--splits", "SA-SI", "--runs", "2",
+                 "--llm-model", "gpt-4o-mini", "--llm-base-url", "http://127.0.0.1:9/v1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[1:5]}
+    assert set(rows) == {"ours", "ours-k4", "cap", "total"} and rows["ours"][1] == "16"  # 8 seen templates x 2 runs
+    assert "Nothing was sent to any endpoint" in text and not out.exists()
+
+
+def test_estimate_scales_with_runs_prompt_size_and_price():
+    from teachbot.evaluation.estimate import estimate
+    from teachbot.evaluation.person import PersonConfig
+    from teachbot.evaluation.sweep import SweepConfig
+    from teachbot.llm.pricing import Price
+    from teachbot.nodes.eval_sweep import all_tasks
+
+    tasks, roles = all_tasks(), {"interaction": "m", "improvement": "m"}
+    price = {"m": Price(input=1.0, cached_input=0.5, output=4.0)}
+
+    def of(runs, **prices):
+        config = SweepConfig(methods=("ours", "ours-k4", "ours-no-learning"), splits=("SA-SI",), runs=runs,
+                             person=PersonConfig(remember_share=1.0))
+        return {e.method: e for e in estimate(config, tasks, prices.get("table", price), roles)}
+
+    one, two = of(1), of(2)
+    assert two["ours"].tokens_in.low == 2 * one["ours"].tokens_in.low and two["ours"].runs == 2 * one["ours"].runs
+    assert one["ours-k4"].tokens_in.low < one["ours"].tokens_in.low  # 4 examples in the prompt, not 16
+    assert one["ours-no-learning"].calls.high < one["ours"].calls.high  # no improvement chain
+    e = one["ours-no-learning"]
+    assert e.cost.low == (e.tokens_in.low * 1.0 + e.tokens_out.low * 4.0) / 1e6
+    assert of(1, table={"m": None})["ours"].cost.high == 0.0  # an unknown model costs 0 (and the printout says so)

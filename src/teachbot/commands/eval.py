@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--max-corrections", type=int, default=3, help="corrections per run before it fails")
     cap.add_argument("--run-timeout", type=float, default=300.0,
                      help="seconds of robot motion one run may take (the paper's timeout; the model's latency does not count)")
+    cap.add_argument("--estimate", action="store_true",
+                     help="print the sweep's LLM calls, tokens and cost per method (a range, with its assumptions) and "
+                          "stop: nothing is sent to any endpoint")
     cap.add_argument("--max-cost", type=float, default=0.0, metavar="USD",
                      help="start no run once the recorded runs cost this much (config/prices.yaml); the same command with "
                           "a higher cap goes on (default: no cap)")
@@ -121,6 +124,8 @@ def run_cap(args: argparse.Namespace) -> int:
         if split not in SPLITS:
             raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
     raw = apply_role_arguments(llm_config(args), args)
+    if args.estimate:
+        return _estimate(args, raw, splits)
     if args.stand_in:
         where: dict[str, Any] = {"stand_in": args.stand_in}
     else:
@@ -151,6 +156,30 @@ def _published() -> dict[str, dict[str, Any]]:
 
     protocol = load_yaml(config_path("benchmarks", "cap_tabletop.yaml"))["protocol"]
     return {"core paper, GPT-4": protocol["published_results_gpt4"], "core paper, GPT-3.5": protocol["published_results_gpt35"]}
+
+
+def _estimate(args: argparse.Namespace, raw: dict[str, Any], splits: tuple[str, ...]) -> int:
+    """Print what the sweep would cost, and send nothing."""
+    from teachbot.evaluation.estimate import estimate, render  # deferred: loaded when the command runs
+    from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
+    from teachbot.evaluation.sweep import SweepConfig, validate  # deferred: loaded when the command runs
+    from teachbot.llm.pricing import PriceTable  # deferred: loaded when the command runs
+    from teachbot.nodes.eval_sweep import all_tasks  # deferred: loaded when the command runs
+
+    config = SweepConfig(
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
+        templates=args.templates, only=tuple(args.template), seed=args.seed,
+        person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share))
+    tasks = all_tasks()
+    from teachbot.evaluation.harness import METHODS  # deferred: loaded when the command runs
+
+    validate(config, tasks, list(METHODS))
+    roles = {role: settings["model"] for role, settings in role_models(
+        raw, ("interaction", "function_generation", "improvement", "person")).items()}
+    table = PriceTable.load()
+    prices = {model: table.price(model) for model in roles.values()}
+    print(render(estimate(config, tasks, prices, roles), roles, prices), flush=True)
+    return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
