@@ -288,3 +288,38 @@ def test_max_cost_stops_between_runs_and_a_higher_cap_goes_on(client, tmp_path):
     assert spent(tmp_path) == pytest.approx(first[0].cost_usd)
     resumed = read_results(run_sweep(config, tmp_path, make, show_progress=False, client=client, max_cost=10.0))
     assert [r.run for r in resumed] == [0, 1, 2]
+
+
+def test_an_evaluated_prompt_is_trimmed_as_the_robots_is(tmp_path):
+    """The eval's console runs with the robot's token budget (config/interaction.yaml), not an unlimited one."""
+    from teachbot.config import load_yaml
+    from teachbot.evaluation.harness import METHODS, ConsoleAgent
+    from teachbot.paths import config_path
+
+    robot = load_yaml(config_path("interaction.yaml"))["interaction"]
+    agent = ConsoleAgent(METHODS["ours"], tmp_path / "store", AgentModels(OracleModel(), None, TeacherModel()), skills=None,
+                         objects=dict, person=PersonConfig(), seed=0)
+    try:
+        assert agent.core.config.context_tokens == int(robot["context_tokens"]) > 0
+        assert agent.core.config.reserve_tokens == int(robot["reserve_tokens"])
+    finally:
+        agent.close()
+
+
+def test_no_evaluated_prompt_offers_a_function_the_evaluation_does_not_serve(tmp_path):
+    """check_action needs the issue detection node, which the paper's protocol does not run: no method's prompt offers
+    it (it would only answer "not available")."""
+    from teachbot.evaluation.baselines import BaselineAgent
+    from teachbot.evaluation.harness import METHODS, ConsoleAgent
+    from teachbot.language.registry import RobotApi
+
+    assert "check_action" in RobotApi.load("tabletop").names  # the robot's own API has it
+    models = AgentModels(OracleModel(), None, TeacherModel())
+    console = ConsoleAgent(METHODS["ours"], tmp_path / "a", models, skills=None, objects=dict, person=PersonConfig(), seed=0)
+    baseline = BaselineAgent(METHODS["cap"], tmp_path / "b", models, skills=None, objects=dict, person=PersonConfig(), seed=0)
+    try:
+        assert "check_action" not in console.core.prompts.base() and "def say(" in console.core.prompts.base()
+        assert "check_action" not in baseline.prompt.build(["red block"], [], "put the red block in the bowl", [])
+    finally:
+        console.close()
+        baseline.close()

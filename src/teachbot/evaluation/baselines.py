@@ -30,7 +30,7 @@ import numpy as np
 
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import TeachbotError
-from teachbot.evaluation.harness import AgentModels, EvalDialog, Method, PreparedRun, run_record, usage_meter
+from teachbot.evaluation.harness import UNBOUND, AgentModels, EvalDialog, Method, PreparedRun, run_record, usage_meter
 from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, TemplatePerson
 from teachbot.language.prompts import load_prompt
@@ -158,7 +158,7 @@ class BaselineAgent:
         who = LlmPerson(person, models.person, rng) if person.kind == "llm" and models.person else TemplatePerson(person, rng)
         wall = "wall-clock-timeout" in deviations
         self.dialog = EvalDialog(who, run_timeout, clock=None if wall else (lambda: self.sandbox.robot_seconds))
-        self.api = RobotApi.load(PROFILE)
+        self.api = RobotApi.load(PROFILE).without(UNBOUND)
         functions = TabletopRobot(skills, objects, self.dialog).functions()
         functions["wait_for_trigger"] = self._end_program
         functions["learn_from_interaction"] = lambda: None  # a baseline learns by storing successful runs

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from teachbot.console.prompt import PromptBuilder
-from teachbot.evaluation.harness import METHODS
+from teachbot.evaluation.harness import METHODS, UNBOUND
 from teachbot.evaluation.sweep import SweepConfig, schedule
 from teachbot.language.registry import RobotApi
 from teachbot.llm.base import estimate_tokens
@@ -66,7 +66,7 @@ def seed_tokens(profile: str = "tabletop") -> float:
 def estimate(config: SweepConfig, tasks: dict[str, type], prices: Mapping[str, Price | None],
              roles: Mapping[str, str]) -> list[MethodEstimate]:
     """Each method's range; ``roles`` the model of each role, ``prices`` each model's price (None: unknown, 0)."""
-    api = RobotApi.load("tabletop")
+    api = RobotApi.load("tabletop").without(UNBOUND)
     base = estimate_tokens(PromptBuilder.for_profile(api).base())
     cap_base = estimate_tokens((share_dir() / "prompts" / "cap_tabletop.txt").read_text())
     example = seed_tokens()

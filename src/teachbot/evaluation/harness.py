@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from teachbot.config import load_yaml
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.evaluation.metrics import Return, RunRecord
@@ -38,8 +39,12 @@ from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
+from teachbot.paths import config_path
 
 LEARNING_MODES = ("improve", "store_raw", "off")
+# robot functions no part of the evaluation serves (no issue detection node runs in the paper's protocol): left out
+# of every prompt, so no model is offered a function that would only answer "not available"
+UNBOUND = ("check_action",)
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,13 @@ class AgentModels:
     person: Model | None = None
 
 
+def robot_budget() -> dict[str, int]:
+    """The robot's token budget (config/interaction.yaml: context_tokens, reserve_tokens): an evaluated prompt is
+    trimmed as a deployed one is, so a run never sends what the robot's model could not take."""
+    robot = CoreConfig.from_config(load_yaml(config_path("interaction.yaml"))["interaction"])
+    return {"context_tokens": robot.context_tokens, "reserve_tokens": robot.reserve_tokens}
+
+
 def usage_meter(models: AgentModels) -> UsageMeter:
     """A meter of every call of a method's models, across its runs and episodes (reset per run)."""
     usage = UsageMeter()
@@ -196,12 +208,12 @@ class ConsoleAgent:
         who = LlmPerson(person, models.person, rng) if person.kind == "llm" and models.person else TemplatePerson(person, rng)
         wall = "wall-clock-timeout" in self.deviations
         self.dialog = EvalDialog(who, run_timeout, clock=None if wall else (lambda: self.core.sandbox.robot_seconds))
-        api = RobotApi.load("tabletop")
+        api = RobotApi.load("tabletop").without(UNBOUND)
         robot = TabletopRobot(skills, objects, self.dialog)
         self.core = InteractionCore(
             api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
             examples=LocalExamples(memory=self.memory),
-            config=CoreConfig(session=session or SessionConfig(), examples_k=method.k),
+            config=CoreConfig(session=session or SessionConfig(), examples_k=method.k, **robot_budget()),
             learner=Learner.in_process(Improver(models.improvement, api, method.learning), self.memory),
             scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
         )

@@ -6,7 +6,7 @@ A function whose node is not running fails at once with a clear "not available" 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,15 @@ class RobotApi:
                 raise ConfigError(f"{path}: functions[{i}]: 'motion' must be true or false, got {row['motion']!r}")
             functions.append(ApiFunction(row["name"], row["signature"], row["doc"], row.get("motion", False)))
         return cls(str(raw.get("profile", Path(path).stem)), tuple(functions))
+
+    def without(self, names: Iterable[str]) -> RobotApi:
+        """This API less ``names``: for a setup where they cannot run, so no prompt offers them (an evaluation has no
+        issue detection node to answer check_action)."""
+        dropped = set(names)
+        unknown = dropped - set(self.names)
+        if unknown:
+            raise ConfigError(f"{sorted(unknown)} are not functions of the {self.profile} API")
+        return RobotApi(self.profile, tuple(f for f in self.functions if f.name not in dropped))
 
     @property
     def names(self) -> list[str]:
