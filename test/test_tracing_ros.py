@@ -1,9 +1,10 @@
 """One episode through the ROS stack, read back as one trace holding the spans of every node, in causal order.
 
-The shipped learning session (test/bags/learning_episode) is replayed through the real nodes (sim, skills,
+The shipped learning session (test/bags/learning_episode) is replayed by `teachbot replay --check` (a process and a
+ROS domain of its own, as a user runs it) through the real nodes (sim, skills,
 memory, improvement, interaction manager; the LLM roles answer from the recording): the person asks, the
 robot puts the wrong block, the person corrects it and the robot learns; then the next request is done right.
-The trace files (conftest points TEACHBOT_TRACE_DIR at a folder of this test process) must hold, for the first
+The trace files (TEACHBOT_TRACE_DIR points the command at a folder of the test's) must hold, for the
 episode, one trace whose spans come from the interaction manager's process and from the memory, skills and
 improvement nodes, joined only through the goals' and requests' trace_parent fields: each server span hangs
 under the client span that sent it, every span lies within its parent's time, and the lesson stored by the
@@ -12,19 +13,21 @@ learning chain is the id the memory node stored. The retrieval for the next requ
 
 from __future__ import annotations
 
-import time
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from timing import timeout
 
-from teachbot.nodes.replay_check import replay
+from teachbot.recording.bag import RecordedSession
 from teachbot.tracing import EPISODE_ID, EPISODE_SPAN
 from teachbot.tracing.jsonl import SpanRecord, read_spans
-from teachbot.tracing.setup import flush, installed
 from teachbot.tracing.tree import episodes, render
 
-BAG = Path(__file__).resolve().parent / "bags" / "learning_episode"
+ROOT = Path(__file__).resolve().parents[1]
+BAG = ROOT / "test" / "bags" / "learning_episode"
 
 
 def children(trace: list[SpanRecord], parent: SpanRecord, name: str = "") -> list[SpanRecord]:
@@ -41,15 +44,14 @@ def descendants(trace: list[SpanRecord], parent: SpanRecord) -> list[SpanRecord]
 
 
 @pytest.mark.timeout(timeout(600))
-def test_a_learning_episode_is_one_trace_across_the_nodes() -> None:
-    started = time.time_ns()
-    report = replay(BAG, check=True, timeout=timeout(300))
-    assert report.ok, report.render()
-    tracing = installed()  # the stack installed this process's provider (conftest chose its folder)
-    assert tracing is not None and tracing.provider is not None
-    assert flush(10.0)
-    spans = read_spans(tracing.directory)
-    new = [e for e in episodes(spans) if e.start_ns >= started]
+def test_a_learning_episode_is_one_trace_across_the_nodes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}  # a domain of its own
+    env.update(PYTHONPATH=str(ROOT / "src"), TEACHBOT_TRACE_DIR=str(tmp_path / "traces"))
+    done = subprocess.run([sys.executable, "-m", "teachbot.cli", "replay", str(BAG), "--check", "--quiet"], env=env,
+                          capture_output=True, text=True, timeout=timeout(300), cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    spans = read_spans(tmp_path / "traces")  # the command's process wrote them all before it exited
+    new = episodes(spans)
     assert len(new) == 1, f"expected the session's one episode, found {new}"
     first = [r for r in spans if r.trace_id == new[0].trace_id]
     text = render(first)
@@ -71,7 +73,7 @@ def test_a_learning_episode_is_one_trace_across_the_nodes() -> None:
     sources = [r.attributes["console.source"] for r in sorted(statements, key=lambda r: r.start_ns)]
     assert sources[:2] == ["wait_for_trigger()", "put_first_on_second('red block', 'blue bowl')"], text
     assert "learn_from_interaction()" in sources, text
-    lines = list(report.replayed.transcript)  # each statement names the transcript line of its code (the page links them)
+    lines = list(RecordedSession.load(BAG).transcript)  # the replay reproduced it (--check); each statement names its line
     assert all(lines[r.attributes["console.line"]] == ">>> " + r.attributes["console.source"].splitlines()[0] for r in statements)
 
     # the skill goal: the console's statement -> the client's goal -> the skills node's execution
