@@ -86,7 +86,7 @@ class ConsoleSession:
         *,
         function_model: Model | None = None,
         config: SessionConfig | None = None,
-        on_entry: Callable[[Entry], None] | None = None,
+        on_entry: Callable[[Entry, int], None] | None = None,
         corrections: CorrectionHook | None = None,
         episode_id: str = "",
     ) -> None:
@@ -98,7 +98,7 @@ class ConsoleSession:
         self.prompts = prompts
         self.config = config or SessionConfig()
         self.transcript = Transcript(max_chars=self.config.max_transcript_chars)
-        self.on_entry = on_entry or (lambda _entry: None)
+        self.on_entry = on_entry or (lambda _entry, _first_line: None)
         self.rounds = 0
         self._lines = 0  # transcript lines so far (as TranscriptUpdate numbers them: first_line of each entry)
         self._code_line = 0  # the first line of the newest code entry
@@ -120,8 +120,9 @@ class ConsoleSession:
 
     def _entered(self) -> None:
         entry = self.transcript.entries[-1]
+        first_line = self._lines
         self._lines += entry.render().count("\n") + 1
-        self.on_entry(entry)
+        self.on_entry(entry, first_line)
 
     # ------------------------------------------------------------------ loop
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> str:

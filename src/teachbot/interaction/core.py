@@ -140,7 +140,6 @@ class InteractionCore:
         self.llm_error: LLMError | None = None  # why the last episode that ended on an LLM failure ended
         self.session: ConsoleSession | None = None
         self.episodes = 0
-        self._lines = 0
         self._corrected = False  # this episode had a correction the handler recognised
         self._learned = False  # this episode called learn_from_interaction()
         self._stopping = threading.Event()
@@ -149,13 +148,7 @@ class InteractionCore:
                                                log=log) if learner is not None else None
 
     def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
-        base_url = str(getattr(model, "base_url", ""))
-        if base_url:
-            from teachbot.llm.openai_model import is_local_url  # deferred: openai
-
-            local = is_local_url(base_url)  # a server on this machine or network costs nothing
-        else:
-            local = False
+        local = bool(getattr(model, "local", False))  # a server on this machine or network costs nothing
 
         def heard(completion: Completion, prompt: str) -> None:
             self.meter.add(role, completion, local=local)
@@ -186,7 +179,6 @@ class InteractionCore:
         self.sandbox.reset()
         self.sandbox.new_episode()  # the robot-time budget per episode starts afresh
         self.meter.reset()
-        self._lines = 0
         self._corrected = self._learned = False
         if self.knowledge is not None:
             self.knowledge.forget()
@@ -219,10 +211,8 @@ class InteractionCore:
         self.log(f"episode {self.episode_id} ended: {reason}; {usage}")
         return reason
 
-    def _entry(self, entry: Entry) -> None:
-        lines = entry.render().count("\n") + 1
-        self.on_entry(self.episode_id, entry, self._lines)
-        self._lines += lines
+    def _entry(self, entry: Entry, first_line: int) -> None:
+        self.on_entry(self.episode_id, entry, first_line)
 
     def _say(self, text: str) -> None:
         """Speak even when the dialog is closed (the person may still be listening on the topic)."""

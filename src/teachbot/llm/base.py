@@ -9,6 +9,7 @@ the reply (cut to tracing's max_attribute_chars).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import threading
@@ -213,14 +214,10 @@ class RecordingModel:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-_price_table: list[PriceTable] = []
-
-
+@functools.cache
 def _prices() -> PriceTable:
     """config/prices.yaml, read once per process (an unreadable file prices every call at 0, as unknown models)."""
-    if not _price_table:
-        try:
-            _price_table.append(PriceTable.load())
-        except ConfigError:
-            _price_table.append(PriceTable())
-    return _price_table[0]
+    try:
+        return PriceTable.load()
+    except ConfigError:
+        return PriceTable()
