@@ -142,13 +142,19 @@ def read_spans(directory: str | Path, days: Iterable[str] | None = None) -> list
     wanted = set(days) if days is not None else None
     records: list[SpanRecord] = []
     for path in sorted(folder.glob(f"*{SUFFIX}")):
-        if wanted is not None and path.stem not in wanted:
-            continue
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(SpanRecord.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("tracing: %s:%d is not a span (%s); skipped", path, number, exc)
+        if wanted is None or path.stem in wanted:
+            records += parse_spans(path.read_text(errors="replace"), str(path))
     return sorted(records, key=lambda r: (r.start_ns, r.end_ns))
+
+
+def parse_spans(text: str, where: str) -> list[SpanRecord]:
+    """The spans of JSON Lines ``text`` (read from ``where``); a line that is not a span is skipped with a warning."""
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(SpanRecord.from_dict(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("tracing: %s:%d is not a span (%s); skipped", where, number, exc)
+    return records

@@ -49,20 +49,28 @@ class EpisodeSummary:
 
 def episodes(spans: Sequence[SpanRecord]) -> list[EpisodeSummary]:
     """The episodes among ``spans`` (their ``episode`` spans, with how many spans each holds), oldest first."""
+    children = _children(spans)
     found = [EpisodeSummary(str(r.attributes.get(EPISODE_ID, "")), r.trace_id, r.start_ns, r.seconds,
-                            1 + len(_below(spans, r))) for r in spans if r.name == EPISODE_SPAN]
+                            1 + len(_below(children, r))) for r in spans if r.name == EPISODE_SPAN]
     return sorted(found, key=lambda e: e.start_ns)
 
 
-def _below(spans: Sequence[SpanRecord], top: SpanRecord) -> list[SpanRecord]:
+Children = dict[tuple[str, str | None], list[SpanRecord]]
+
+
+def _children(spans: Sequence[SpanRecord]) -> Children:
+    """Each span's children, by (trace id, parent span id): built once for every lookup of ``_below``."""
+    children: Children = {}
+    for record in spans:
+        children.setdefault((record.trace_id, record.parent_id), []).append(record)
+    return children
+
+
+def _below(children: Children, top: SpanRecord) -> list[SpanRecord]:
     """The spans under ``top`` (its trace's spans whose chain of parents reaches it)."""
-    same = [r for r in spans if r.trace_id == top.trace_id]
-    children: dict[str | None, list[SpanRecord]] = {}
-    for record in same:
-        children.setdefault(record.parent_id, []).append(record)
     found, frontier = [], [top.span_id]
     while frontier:
-        kids = [r for parent in frontier for r in children.get(parent, [])]
+        kids = [r for parent in frontier for r in children.get((top.trace_id, parent), [])]
         found += kids
         frontier = [r.span_id for r in kids]
     return found
@@ -88,7 +96,7 @@ def episode_trace(spans: Sequence[SpanRecord], which: str = "") -> list[SpanReco
             problem = "no episode" if not matches else f"{len(matches)} episodes"
             raise ConfigError(f"{problem} matches {which!r}; the newest are: {some} (`teachbot trace list` lists them all)")
         chosen = matches[0]
-    return sorted([chosen, *_below(spans, chosen)], key=lambda r: (r.start_ns, r.end_ns))
+    return sorted([chosen, *_below(_children(spans), chosen)], key=lambda r: (r.start_ns, r.end_ns))
 
 
 def ordered(trace: Sequence[SpanRecord]) -> list[tuple[int, SpanRecord]]:

@@ -17,7 +17,6 @@ abandoned: a process killed mid-episode never writes its episode span). Of the t
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.errors import ConfigError
-from teachbot.tracing.jsonl import SUFFIX, SpanRecord
+from teachbot.tracing.jsonl import SUFFIX, SpanRecord, parse_spans
 from teachbot.tracing.setup import TracingConfig
 from teachbot.tracing.spans import EPISODE_ID, EPISODE_SPAN, NODE
 from teachbot.tracing.tree import SHOWN, episode_trace, ordered
@@ -122,15 +121,7 @@ class TraceReader:
         self.reads += 1
         whole = data[: data.rfind(b"\n") + 1]
         state.offset += len(whole)
-        records = []
-        for line in whole.decode("utf-8", errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                records.append(SpanRecord.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("traces: a line of %s is not a span (%s); skipped", name, exc)
-        return records
+        return parse_spans(whole.decode("utf-8", errors="replace"), f"{self.directory / name} (appended part, line)")
 
     def _index(self, record: SpanRecord) -> None:
         self._by_trace.setdefault(record.trace_id, []).append(record)
