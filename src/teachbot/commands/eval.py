@@ -20,6 +20,7 @@ from teachbot.commands.llm_args import (
     add_role_arguments,
     apply_role_arguments,
     check_endpoint,
+    configured_roles,
     llm_config,
     price_table,
     role_models,
@@ -102,8 +103,7 @@ class CliModels:
             return AgentModels(interaction, None, doubles.TeacherModel())
         from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
-        roles = (self.llm.get("llm", self.llm) or {}).get("roles") or {}
-        person = "person" if "person" in roles else "interaction"  # the person's own model, when one is given
+        person = "person" if "person" in configured_roles(self.llm) else "interaction"  # the person's own model, if given
         return AgentModels(model_from_config(self.llm, "interaction"), model_from_config(self.llm, "function_generation"),
                            model_from_config(self.llm, "improvement"), person=model_from_config(self.llm, person))
 
@@ -111,9 +111,7 @@ class CliModels:
 def run_cap(args: argparse.Namespace) -> int:
     """Run (or resume) the sweep, then write the report."""
     from teachbot.evaluation.benchmark import SPLITS  # deferred: loaded when the command runs
-    from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
     from teachbot.evaluation.report import write_report  # deferred: loaded when the command runs
-    from teachbot.evaluation.sweep import SweepConfig  # deferred: loaded when the command runs
     from teachbot.nodes.eval_sweep import run_sweep, spent  # deferred: loaded when the command runs
     from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
 
@@ -129,22 +127,19 @@ def run_cap(args: argparse.Namespace) -> int:
     if args.stand_in:
         where: dict[str, Any] = {"stand_in": args.stand_in}
     else:
-        own = (raw.get("llm", raw) or {}).get("roles") or {}
+        own = configured_roles(raw)
         roles = ("interaction", "function_generation", "improvement", *(("person",) if args.person == "llm" else ()))
         models = role_models(raw, roles)
         for role in (r for r in roles if r != "person" or "person" in own):
             check_endpoint(raw, role)  # each role's endpoint answers before anything runs (GET /models bills nothing)
         where = {"roles": models, "prices": price_table(models)}
-    config = SweepConfig(
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
-        templates=args.templates, only=tuple(args.template), seed=args.seed,
-        person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
-        llm=where, run_timeout=args.run_timeout, deviations=tuple(args.deviation))
+    config = _sweep_config(args, splits, llm=where, run_timeout=args.run_timeout, deviations=tuple(args.deviation))
     results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in), workers=args.workers,
                         show_progress=not args.no_progress and sys.stderr.isatty(), max_cost=args.max_cost)
-    if args.max_cost and spent(Path(args.out)) >= args.max_cost:
-        print(f"stopped at the cost cap: the recorded runs cost ${spent(Path(args.out)):.4f} of --max-cost "
-              f"{args.max_cost:g}; the same command with a higher --max-cost goes on", flush=True)
+    cost = spent(Path(args.out))
+    if args.max_cost and cost >= args.max_cost:
+        print(f"stopped at the cost cap: the recorded runs cost ${cost:.4f} of --max-cost {args.max_cost:g}; "
+              "the same command with a higher --max-cost goes on", flush=True)
     report = write_report(results.parent, _published())
     print(f"results: {results}\nreport: {report}", flush=True)
     return 0
@@ -161,18 +156,13 @@ def _published() -> dict[str, dict[str, Any]]:
 def _estimate(args: argparse.Namespace, raw: dict[str, Any], splits: tuple[str, ...]) -> int:
     """Print what the sweep would cost, and send nothing."""
     from teachbot.evaluation.estimate import estimate, render  # deferred: loaded when the command runs
-    from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
-    from teachbot.evaluation.sweep import SweepConfig, validate  # deferred: loaded when the command runs
+    from teachbot.evaluation.harness import METHODS  # deferred: loaded when the command runs
+    from teachbot.evaluation.sweep import validate  # deferred: loaded when the command runs
     from teachbot.llm.pricing import PriceTable  # deferred: loaded when the command runs
     from teachbot.nodes.eval_sweep import all_tasks  # deferred: loaded when the command runs
 
-    config = SweepConfig(
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
-        templates=args.templates, only=tuple(args.template), seed=args.seed,
-        person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share))
+    config = _sweep_config(args, splits)
     tasks = all_tasks()
-    from teachbot.evaluation.harness import METHODS  # deferred: loaded when the command runs
-
     validate(config, tasks, list(METHODS))
     roles = {role: settings["model"] for role, settings in role_models(
         raw, ("interaction", "function_generation", "improvement", "person")).items()}
@@ -180,6 +170,18 @@ def _estimate(args: argparse.Namespace, raw: dict[str, Any], splits: tuple[str, 
     prices = {model: table.price(model) for model in roles.values()}
     print(render(estimate(config, tasks, prices, roles), roles, prices), flush=True)
     return 0
+
+
+def _sweep_config(args: argparse.Namespace, splits: tuple[str, ...], **fields: Any) -> Any:
+    """The SweepConfig the command line asks for (``fields``: what only a run records, such as the models)."""
+    from teachbot.evaluation.person import PersonConfig  # deferred: loaded when the command runs
+    from teachbot.evaluation.sweep import SweepConfig  # deferred: loaded when the command runs
+
+    return SweepConfig(
+        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
+        templates=args.templates, only=tuple(args.template), seed=args.seed,
+        person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
+        **fields)
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -109,10 +109,15 @@ def apply_role_arguments(raw: dict[str, Any], args: argparse.Namespace) -> dict[
     return out
 
 
+def configured_roles(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``llm.roles`` section of a parsed config (the roles given settings of their own)."""
+    return (raw.get("llm", raw) or {}).get("roles") or {}
+
+
 def role_models(raw: dict[str, Any], roles: tuple[str, ...]) -> dict[str, dict[str, str]]:
     """What answers each role (backend, model, base URL; the person: the interaction role's unless it has its own),
     for sweep.json and the report."""
-    configured = (raw.get("llm", raw) or {}).get("roles") or {}
+    configured = configured_roles(raw)
     out = {}
     for role in roles:
         settings = role_settings(raw, role if role in configured or role != "person" else "interaction")

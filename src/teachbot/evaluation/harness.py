@@ -135,19 +135,20 @@ class EvalDialog(DialogChannel):
         where, which way. An answer is not a return of control: it records no return."""
         self.say(question)
         assert self.run is not None
-        success, diagnosis = self.run.check()
-        situation = Situation(self.run.instruction, success, diagnosis, len(self.returns), world=self.run.world(),
-                              robot_words=tuple(self.said))
-        return {"type": "dialog", "text": self.person.answer(question, situation)}
+        return {"type": "dialog", "text": self.person.answer(question, self._situation(*self.run.check()))}
+
+    def _situation(self, success: bool, diagnosis: str) -> Situation:
+        """What the person knows now: the request, whether it is done, what is still wrong, what the robot said."""
+        assert self.run is not None
+        return Situation(self.run.instruction, success, diagnosis, len(self.returns), world=self.run.world(),
+                         robot_words=tuple(self.said))
 
     def react(self, state: str | None) -> Reaction:
         """Judge the world, record the return, and let the person react (``state`` forces error/timeout)."""
         assert self.run is not None
         success, diagnosis = self.run.check()
         final = "success" if success else (state or "failure")  # the task done is a success, whenever the clock says
-        reaction = self.person.react(Situation(
-            self.run.instruction, final == "success", diagnosis, len(self.returns), world=self.run.world(),
-            robot_words=tuple(self.said)))
+        reaction = self.person.react(self._situation(final == "success", diagnosis))
         if final != "success" and state == "timeout":
             reaction = Reaction(reaction.utterance, ends_run=True)  # out of time: no more attempts
         self.returns.append(Return(final, reaction.utterance))
