@@ -260,6 +260,9 @@ def await_restart(stack: Stack, victim: str, restarts: int, killed: float) -> No
     send the arm home and reset the scene (a scene reset with the stopped arm's closed fingers where the block
     reappears lets the simulator's grasp assist fix the block to the hand)."""
     wait_until(lambda: sum(f"node {victim} restarted" in line for line in stack.log) >= restarts, 10.0, "the restart")
+    restarted = time.monotonic()
+    if victim == "sim":  # a skill sent before the new driver publishes fails at once, as it should: wait for it
+        wait_until(lambda: stack.joints and stack.joints[-1][0] > restarted, 120.0, "joint states from the restarted sim")
     if "skills" in stack.nodes:
         stack.node.skills.wait_ready(timeout(60.0))
         for skill, fields in (("gripper", {"close": False}), ("go_home", {})):
