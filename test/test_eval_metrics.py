@@ -79,10 +79,15 @@ def test_the_report_has_the_papers_table_layout_the_published_numbers_and_curves
     published = {"GPT-4": {"SA-SI": {"s": 100, "i": 97.5, "n": 0.04}, "UA-SI": {"s": 100, "i": 92.5, "n": 0.14}}}
     report = write_report(tmp_path, published).read_text()
     assert "| method | SA-SI s | SA-SI i | SA-SI n | UA-SI s | UA-SI i | UA-SI n | UA-UI s | UA-UI i | UA-UI n |" in report
-    assert "| **ours** | 100.0 | 75.0 | 0.25 | – | – | – | 100.0 | 75.0 | 0.25 |" in report
-    assert "| **cap** | 0.0 | 0.0 | – | – | – | – | – | – | – |" in report
+    # one trial: Wilson for s (8/8) and i (6/8), a t-interval for n over the 8 successful runs' corrections (clipped at 0)
+    ours = "100.0 [67.6, 100.0] | 75.0 [40.9, 92.9] | 0.25 [0.00, 0.64]"
+    assert f"| **ours** | {ours} | – | – | – | {ours} |" in report
+    assert "| **cap** | 0.0 [0.0, 79.3] | 0.0 [0.0, 79.3] | – | – | – | – | – | – | – |" in report
     assert "| GPT-4 (published) | 100.0 | 97.5 | 0.04 | 100.0 | 92.5 | 0.14 | – | – | – |" in report
-    assert json.loads((tmp_path / "summary.json").read_text())["ours"]["UA-UI"] == {"s": 100.0, "i": 75.0, "n": 0.25, "runs": 8}
+    assert "95 % intervals in brackets and as error bars (1 trial); one trial: a Wilson score interval for s and i" in report
+    assert json.loads((tmp_path / "summary.json").read_text())["ours"]["UA-UI"] == {
+        "s": 100.0, "i": 75.0, "n": 0.25, "runs": 8, "trials": 1,
+        "ci95": {"s": [67.559, 100.0], "i": [40.928, 92.852], "n": [0.0, 0.637], "over": "runs"}}
     for split in ("SA-SI", "UA-UI"):
         png = tmp_path / f"curve_{split}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png.name})" in report

@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--templates", type=int, default=0, help="only the first N templates of each split (default all)")
     cap.add_argument("--template", action="append", default=[], metavar="KEY", help="only this template (repeatable)")
     cap.add_argument("--seed", type=int, default=0, help="the sweep's seed: scenes and the person's sentences")
+    cap.add_argument("--trials", type=int, default=1, metavar="N",
+                     help="repeat the whole schedule N times with other seeds (trial 0 has --seed's), each trial learning "
+                          "from scratch in its own store; the report gives means with 95%% t-intervals over the trials "
+                          "(default 1: Wilson intervals over the runs)")
     cap.add_argument("--out", required=True, help="output directory (a new one, or the same sweep's to resume)")
     cap.add_argument("--workers", type=int, default=1, help="isolated stacks running methods in parallel")
     cap.add_argument("--person", default="template", choices=("template", "llm"), help="the simulated person")
@@ -77,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                          "statements and skills (no RUN: the list of runs)")
     show.add_argument("directory", help="the --out directory of a teachbot eval command")
     show.add_argument("run", nargs="?", default="", help="a line number of results.jsonl, or the run's name as listed "
-                                                          "(cap: method/split/template/run)")
+                                                          "(cap: method/split/template/run, then /trial-T when a sweep has trials)")
     show.set_defaults(func=run_show)
 
 
@@ -179,7 +183,7 @@ def _sweep_config(args: argparse.Namespace, splits: tuple[str, ...], **fields: A
 
     return SweepConfig(
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), splits=splits, runs=args.runs,
-        templates=args.templates, only=tuple(args.template), seed=args.seed,
+        templates=args.templates, only=tuple(args.template), seed=args.seed, trials=args.trials,
         person=PersonConfig(kind=args.person, max_corrections=args.max_corrections, remember_share=args.remember_share),
         **fields)
 

@@ -4,7 +4,8 @@ Every evaluation (cap, droc, raider, multitask) writes ``results.jsonl`` in its 
 the trace of its run (``trace_id``; cap keeps it under ``extra``), and the traces themselves in ``DIR/traces``
 (teachbot.tracing). ``runs`` lists the lines; ``story`` tells one: what was asked and how it ended, each LLM role's
 calls, tokens and cost, the examples retrieved with their scores, the lessons stored or discarded, then the whole
-trace as a tree, each model reply under its call.
+trace as a tree, each model reply under its call. A cap sweep with several trials names its runs with the trial too
+(``method/split/template/run/trial-T``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.errors import ConfigError
+from teachbot.evaluation.sweep import SWEEP_FILE
 from teachbot.tracing.jsonl import SpanRecord, read_spans
 from teachbot.tracing.tree import ordered, render
 
@@ -50,23 +52,37 @@ def runs(directory: str | Path) -> list[RunLine]:
     path = Path(directory) / RESULTS
     if not path.is_file():
         raise ConfigError(f"{directory} has no {RESULTS}; pass the --out directory of a `teachbot eval` command")
-    found = []
+    lines = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            lines.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{number}: not JSON ({exc.msg})") from None
+    trials = _trials(Path(directory)) > 1 or any(data.get("trial") for _, data in lines)
+    found = []
+    for number, data in lines:
         key = "/".join(str(data[k]) for k in KEY_FIELDS if data.get(k) not in (None, ""))
+        if trials:
+            key += f"/trial-{int(data.get('trial') or 0)}"
         trace_id = str(data.get("trace_id") or (data.get("extra") or {}).get("trace_id") or "")
         found.append(RunLine(number, key, trace_id, data))
     return found
 
 
+def _trials(directory: Path) -> int:
+    """The trials of a cap sweep (its sweep.json); 1 for a sweep without them, or another evaluation's directory."""
+    marker = directory / SWEEP_FILE
+    try:
+        return int(json.loads(marker.read_text()).get("trials", 1)) if marker.is_file() else 1
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return 1
+
+
 def pick(lines: list[RunLine], which: str) -> RunLine:
-    """The run named ``which``: its line number, or its name (``method/split/template/run`` for cap), or a unique
-    prefix of the name."""
+    """The run named ``which``: its line number, or its name (``method/split/template/run[/trial-T]`` for cap), or a
+    unique prefix of the name."""
     if which.isdigit():
         chosen = [r for r in lines if r.number == int(which)]
     else:

@@ -1,6 +1,6 @@
 """What a sweep will cost before it spends anything: ``teachbot eval cap ... --estimate``.
 
-The estimate is a range per method, from what is known before a run (the sweep's runs, each method's real prompt
+The estimate is a range per method, from what is known before a run (the sweep's runs, every trial's, each method's real prompt
 sizes, each role's price) and stated assumptions about what is not (how many statements a model needs). It counts
 prompt tokens at the full input price (a provider's prefix cache only lowers it) and the LLM person only with
 ``--person llm``. The real figures are in the report afterwards.
@@ -65,7 +65,8 @@ def seed_tokens(profile: str = "tabletop") -> float:
 
 def estimate(config: SweepConfig, tasks: dict[str, type], prices: Mapping[str, Price | None],
              roles: Mapping[str, str]) -> list[MethodEstimate]:
-    """Each method's range; ``roles`` the model of each role, ``prices`` each model's price (None: unknown, 0)."""
+    """Each method's range over all its scheduled runs (every trial's); ``roles`` the model of each role, ``prices``
+    each model's price (None: unknown, 0)."""
     api = RobotApi.load("tabletop").without(UNBOUND)
     base = estimate_tokens(PromptBuilder.for_profile(api).base())
     cap_base = estimate_tokens((share_dir() / "prompts" / "cap_tabletop.txt").read_text())

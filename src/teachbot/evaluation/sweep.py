@@ -1,9 +1,12 @@
-"""A sweep of the tabletop protocol: methods x splits x templates x runs, recorded, resumable.
+"""A sweep of the tabletop protocol: methods x trials x splits x templates x runs, recorded, resumable.
 
-The order is fixed and seeded: for each method, each split, each template, ``runs`` runs in sequence,
-memory kept across all of them (a method's own learned store under ``OUT/stores/<method>``). Run
-``r`` of a template in a split gets the same scene and attributes for every method (its seed depends
-on split, template and run only), so methods are compared on the same work and a rerun repeats it.
+The order is fixed and seeded: for each method, each trial, each split, each template, ``runs`` runs in
+sequence, memory kept across all of them (a method's own learned store under ``OUT/stores/<method>``).
+Run ``r`` of a template in a split gets the same scene and attributes for every method (its seed depends
+on split, template, run and trial only), so methods are compared on the same work and a rerun repeats it.
+A trial repeats the whole schedule with other seeds (scenes, and so the person's draws), each method
+learning from scratch in a store of its own (``OUT/stores/trial-<t>/<method>``); trial 0 has the seeds and
+the store a sweep had before there were trials, so its results stay valid.
 ``results.jsonl`` gains one line per finished run; a sweep started again with the same settings skips
 what is there and goes on (the stores hold what was learned before the interruption).
 Workers split the methods between them (each an isolated stack with its own ROS domain), so the
@@ -55,12 +58,21 @@ class SweepConfig:
     run_timeout: float = 300.0
     seeds_dir: str = ""  # seed examples of every method's store ("" = memory_store/, as config/memory.yaml says)
     deviations: tuple[str, ...] = ()  # names of DEVIATIONS that are on (none: the paper's protocol)
+    trials: int = 1  # the schedule repeated with other seeds, each trial learning from scratch
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as ``sweep.json`` holds them."""
         data = asdict(self)
         data["methods"], data["splits"], data["only"] = list(self.methods), list(self.splits), list(self.only)
         data["deviations"] = list(self.deviations)
         return data
+
+
+# Settings that sweep.json gained after sweeps were recorded, with the value such a sweep ran with: an old
+# directory resumes as the same sweep.
+ADDED_SETTINGS: dict[str, Any] = {"trials": 1}
+
+RunKey = tuple[str, str, str, int, int]  # method, split, template, run, trial
 
 
 @dataclass(frozen=True)
@@ -70,16 +82,25 @@ class ScheduledRun:
     template: str
     run: int
     seed: int
+    trial: int = 0
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.method, self.split, self.template, self.run)
+    def key(self) -> RunKey:
+        """What names the run in results.jsonl: a resumed sweep skips the keys it holds."""
+        return (self.method, self.split, self.template, self.run, self.trial)
 
 
-def scene_seed(sweep_seed: int, split: str, template: str, run: int) -> int:
-    """The seed of one scene: the same for every method of the sweep."""
-    digest = hashlib.sha256(f"{sweep_seed}/{split}/{template}/{run}".encode()).digest()
+def scene_seed(sweep_seed: int, split: str, template: str, run: int, trial: int = 0) -> int:
+    """The seed of one scene: the same for every method of the sweep; trial 0's is the seed sweeps had before trials."""
+    name = f"{sweep_seed}/{split}/{template}/{run}" + (f"/trial-{trial}" if trial else "")
+    digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "little")
+
+
+def store_dir(out: Path, method: str, trial: int = 0) -> Path:
+    """The learned store of ``method`` in ``trial``: ``OUT/stores/<method>`` for trial 0 (as before trials), else
+    ``OUT/stores/trial-<t>/<method>``, so each trial learns from scratch."""
+    return out / "stores" / method if trial == 0 else out / "stores" / f"trial-{trial}" / method
 
 
 def templates_of(split: str, tasks: dict[str, type], limit: int = 0, only: Sequence[str] = ()) -> list[str]:
@@ -93,10 +114,11 @@ def templates_of(split: str, tasks: dict[str, type], limit: int = 0, only: Seque
 
 def schedule(config: SweepConfig, tasks: dict[str, type]) -> list[ScheduledRun]:
     """Every run of the sweep in the order it is run."""
+    templates = {split: templates_of(split, tasks, config.templates, config.only) for split in config.splits}
     return [
-        ScheduledRun(method, split, template, run, scene_seed(config.seed, split, template, run))
-        for method in config.methods for split in config.splits
-        for template in templates_of(split, tasks, config.templates, config.only) for run in range(config.runs)
+        ScheduledRun(method, split, template, run, scene_seed(config.seed, split, template, run, trial), trial)
+        for method in config.methods for trial in range(config.trials) for split in config.splits
+        for template in templates[split] for run in range(config.runs)
     ]
 
 
@@ -110,6 +132,9 @@ def validate(config: SweepConfig, tasks: dict[str, type], methods: Sequence[str]
             raise ConfigError(f"unknown method {method!r}; methods: {', '.join(methods)}")
     if config.runs < 1:
         raise ConfigError(f"--runs must be at least 1, got {config.runs}")
+    if config.trials < 1:
+        raise ConfigError(f"--trials must be at least 1 (1: the schedule once; N: N times with other seeds, for the "
+                          f"report's intervals over trials), got {config.trials}")
     for key in config.only:
         if key not in tasks:
             raise ConfigError(f"unknown template {key!r}; templates: {', '.join(tasks)}")
@@ -120,26 +145,29 @@ def validate(config: SweepConfig, tasks: dict[str, type], methods: Sequence[str]
         raise ConfigError(f"--templates must be 0 (all) or more, got {config.templates}")
 
 
-def open_output(out: Path, config: SweepConfig) -> set[tuple[str, str, str, int]]:
+def open_output(out: Path, config: SweepConfig) -> set[RunKey]:
     """Create ``out`` for this sweep, or resume it; returns the runs already done.
 
     A directory that holds another sweep (other settings) or files that are not a sweep's is refused,
-    so nothing is overwritten."""
+    so nothing is overwritten. A sweep.json from before a setting existed holds that setting's old value
+    (ADDED_SETTINGS). More trials of the same sweep go on where it is (its runs so far are the first trials')."""
     out.mkdir(parents=True, exist_ok=True)
     marker = out / SWEEP_FILE
     wanted = config.to_json()
     if marker.exists():
-        held = json.loads(marker.read_text())
-        if held != wanted:
-            diff = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
+        held = {**ADDED_SETTINGS, **json.loads(marker.read_text())}
+        diff = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
+        if diff == ["trials"] and int(held["trials"]) < config.trials:
+            marker.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")  # the same sweep, more trials
+        elif diff:
             raise ConfigError(f"{out} holds another sweep (it differs in {', '.join(diff)}); choose another --out, "
-                              "or repeat that sweep's settings to resume it")
+                              "or repeat that sweep's settings to resume it (a higher --trials adds trials)")
     elif any(out.iterdir()):
         raise ConfigError(f"{out} is not empty and holds no sweep ({SWEEP_FILE}); choose an empty or new --out")
     else:
         marker.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n")
     results = out / RESULTS
-    return {(r.method, r.split, r.template, r.run) for r in read_results(results)} if results.exists() else set()
+    return {(r.method, r.split, r.template, r.run, r.trial) for r in read_results(results)} if results.exists() else set()
 
 
 def append_result(out: Path, record: RunRecord) -> None:
@@ -165,7 +193,8 @@ def progress(total: int, done: int, enabled: bool) -> Iterator[Callable[[RunReco
     def update(record: RunRecord) -> None:
         tokens[0] += record.tokens
         money[0] += record.cost_usd
-        bar.set_postfix_str(f"{record.method} {record.split} {record.template}: {record.outcome}; "
+        trial = f" trial {record.trial}" if record.trial else ""
+        bar.set_postfix_str(f"{record.method}{trial} {record.split} {record.template}: {record.outcome}; "
                             f"{tokens[0]:,} tokens, ${money[0]:.4f}")
         bar.update(1)
 

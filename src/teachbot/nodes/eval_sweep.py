@@ -20,6 +20,7 @@ from teachbot.evaluation.doubles import begin_run
 from teachbot.evaluation.harness import METHODS, AgentModels, ConsoleAgent, Method, PreparedRun
 from teachbot.evaluation.metrics import RunRecord, read_results
 from teachbot.evaluation.sweep import (
+    RunKey,
     SweepConfig,
     append_result,
     open_output,
@@ -27,6 +28,7 @@ from teachbot.evaluation.sweep import (
     progress,
     schedule,
     split_methods,
+    store_dir,
     validate,
 )
 from teachbot.evaluation.world_state import WorldState, describe
@@ -44,9 +46,10 @@ def all_tasks() -> dict[str, type]:
 
 
 def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_models: ModelFactory,
-               done: set[tuple[str, str, str, int]], on_record: Callable[[RunRecord], None] = lambda _r: None,
+               done: set[RunKey], on_record: Callable[[RunRecord], None] = lambda _r: None,
                client: Any = None, max_cost: float = 0.0) -> None:
-    """This worker's methods, in order, on ``client`` (a started stack's skill client) or a stack of its own.
+    """This worker's methods, in order, on ``client`` (a started stack's skill client) or a stack of its own; each trial
+    of a method with a fresh agent on its own store (learning from scratch).
     ``max_cost``: no run starts once the sweep's recorded cost (every worker's) reached it, USD (0: no cap)."""
     tasks = all_tasks()
     stack = None
@@ -56,23 +59,22 @@ def run_worker(config: SweepConfig, out: Path, methods: Sequence[str], make_mode
         stack = InProcessStack(real_time_factor=0.0, camera_enabled=False)
         client = stack.start()
     try:
+        pending = [r for r in schedule(config, tasks) if r.method in methods and r.key not in done]
         for name in methods:
-            runs = [r for r in schedule(config, tasks) if r.method == name and r.key not in done]
-            if not runs:
-                continue
-            models = make_models(METHODS[name])
-            agent = make_agent(METHODS[name], out / "stores" / name, models, client, lambda: _objects(client),
-                               person=config.person, seed=config.seed, run_timeout=config.run_timeout,
-                               memory_config=_memory_config(config), deviations=config.deviations)
-            try:
-                for run in runs:
-                    if max_cost and spent(out) >= max_cost:
-                        return  # stopped cleanly between runs: the same command with a higher --max-cost goes on
-                    record = _one_run(agent, models, client, tasks[run.template], run)
-                    append_result(out, record)
-                    on_record(record)
-            finally:
-                agent.close()
+            for trial in sorted({r.trial for r in pending if r.method == name}):
+                models = make_models(METHODS[name])
+                agent = make_agent(METHODS[name], store_dir(out, name, trial), models, client, lambda: _objects(client),
+                                   person=config.person, seed=config.seed, run_timeout=config.run_timeout,
+                                   memory_config=_memory_config(config), deviations=config.deviations)
+                try:
+                    for run in (r for r in pending if r.method == name and r.trial == trial):
+                        if max_cost and spent(out) >= max_cost:
+                            return  # stopped cleanly between runs: the same command with a higher --max-cost goes on
+                        record = _one_run(agent, models, client, tasks[run.template], run)
+                        append_result(out, record)
+                        on_record(record)
+                finally:
+                    agent.close()
     finally:
         if stack is not None:
             stack.stop()
@@ -119,9 +121,12 @@ def _one_run(agent: ConsoleAgent, models: AgentModels, client: Any, task_cls: ty
 
     plan = task.oracle(initial)
     begin_run([models.interaction, models.function_generation, models.improvement], plan, episode.instruction)
-    with evaluation_run("cap", method=run.method, split=run.split, task=run.template, trial=run.run) as trace_id:
-        return agent.run(PreparedRun(run.method, run.split, run.template, run.run, episode.instruction, check, plan, world,
-                                     extra={"seed": run.seed, "scene": episode.scene_yaml(), "trace_id": trace_id}))
+    # evaluation.trial is the run's index (as the other evaluations' repetitions are); sweep_trial the sweep's trial
+    with evaluation_run("cap", method=run.method, split=run.split, task=run.template, trial=run.run,
+                        sweep_trial=run.trial) as trace_id:
+        record = agent.run(PreparedRun(run.method, run.split, run.template, run.run, episode.instruction, check, plan,
+                                       world, extra={"seed": run.seed, "scene": episode.scene_yaml(), "trace_id": trace_id}))
+    return dataclasses.replace(record, trial=run.trial)
 
 
 def spent(out: Path) -> float:
@@ -131,7 +136,7 @@ def spent(out: Path) -> float:
 
 
 def _child(config: SweepConfig, out: str, methods: list[str], factory: ModelFactory,
-           done: set[tuple[str, str, str, int]], max_cost: float = 0.0) -> None:
+           done: set[RunKey], max_cost: float = 0.0) -> None:
     os.environ.pop("ROS_DOMAIN_ID", None)  # the parent's id came along: reserve one of its own
     configure_loopback()
     import rclpy  # deferred: rclpy
@@ -171,7 +176,7 @@ def run_sweep(config: SweepConfig, out: str | Path, make_models: ModelFactory, *
 
 
 def _run_children(config: SweepConfig, out: Path, groups: list[list[str]], make_models: ModelFactory,
-                  done: set[tuple[str, str, str, int]], update: Callable[[RunRecord], None], max_cost: float = 0.0) -> None:
+                  done: set[RunKey], update: Callable[[RunRecord], None], max_cost: float = 0.0) -> None:
     """One child process per group; the parent follows results.jsonl for the progress bar."""
 
 
