@@ -34,12 +34,14 @@ from teachbot.interaction.core import ENDED
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
-from teachbot.learning.learner import Learner
+from teachbot.learning.learner import Learner, learning_config
+from teachbot.learning.rehearsal import KEPT, REJECTED, RehearsalConfig, Rehearser
 from teachbot.llm.base import LLMError, Model
 from teachbot.llm.pricing import UsageMeter
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.paths import config_path
+from teachbot.simrobot.snapshot import scene_from_positions
 
 LEARNING_MODES = ("improve", "store_raw", "off")
 # robot functions no part of the evaluation serves (no issue detection node runs in the paper's protocol): left out
@@ -196,8 +198,11 @@ class ConsoleAgent:
 
     def __init__(self, method: Method, store: Path, models: AgentModels, skills: Any, objects: Callable[[], dict],
                  *, person: PersonConfig, seed: int, run_timeout: float = 300.0, session: SessionConfig | None = None,
-                 memory_config: Any = None, embedder: Any = None, deviations: Sequence[str] = ()) -> None:
-        """``deviations``: names of teachbot.evaluation.sweep.DEVIATIONS to apply (none: the paper's protocol)."""
+                 memory_config: Any = None, embedder: Any = None, deviations: Sequence[str] = (),
+                 rehearse: bool | None = None) -> None:
+        """``deviations``: names of teachbot.evaluation.sweep.DEVIATIONS to apply (none: the paper's protocol).
+        ``rehearse``: try each lesson in a copy of the world before storing it (teachbot.learning.rehearsal; None:
+        config/learning.yaml's ``rehearsal.enabled``); each run's record says how many lessons it kept and rejected."""
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
         self.method, self.models = method, models
@@ -211,12 +216,15 @@ class ConsoleAgent:
         self.dialog = EvalDialog(who, run_timeout, clock=None if wall else (lambda: self.core.sandbox.robot_seconds))
         api = RobotApi.load("tabletop").without(UNBOUND)
         robot = TabletopRobot(skills, objects, self.dialog)
+        self.learner = Learner.in_process(Improver(models.improvement, api, method.learning), self.memory,
+                                          rehearsal=_rehearser(rehearse))
         self.core = InteractionCore(
             api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
             examples=LocalExamples(memory=self.memory),
             config=CoreConfig(session=session or SessionConfig(), examples_k=method.k, **robot_budget()),
-            learner=Learner.in_process(Improver(models.improvement, api, method.learning), self.memory),
+            learner=self.learner,
             scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
+            scene_state=lambda: scene_from_positions(objects()),
         )
 
     def run(self, prepared: PreparedRun) -> RunRecord:
@@ -224,6 +232,7 @@ class ConsoleAgent:
         self.dialog.start(prepared)
         self.usage.reset()
         started = time.monotonic()
+        tried = dict(self.learner.rehearsals)
         while not self.dialog.over:
             reason = self.core.run_episode()
             error = self.core.llm_error if reason.startswith("LLM unavailable") else None
@@ -247,7 +256,17 @@ class ConsoleAgent:
                 break
             self.dialog.pending = reaction.utterance  # the next episode begins with the correction
         transcript = self.core.session.transcript.render() if self.core.session else ""
+        for verdict in (KEPT, REJECTED):  # this run's lessons tried in a copy of the world: kept, rejected
+            prepared.extra[f"rehearsal_{verdict}"] = self.learner.rehearsals[verdict] - tried.get(verdict, 0)
         return run_record(prepared, self.dialog.returns, self.usage, started, transcript)
 
     def close(self) -> None:
         self.core.shutdown()
+
+
+def _rehearser(rehearse: bool | None) -> Rehearser:
+    """The lessons' rehearsal on the tabletop (config/learning.yaml ``rehearsal``, ``rehearse`` overriding enabled)."""
+    config = RehearsalConfig.from_config(learning_config().get("rehearsal"))
+    if rehearse is not None:
+        config = dataclasses.replace(config, enabled=rehearse)
+    return Rehearser({"tabletop": lambda skills, objects, dialog: TabletopRobot(skills, objects, dialog).functions()}, config)

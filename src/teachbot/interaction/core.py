@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +32,7 @@ from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 from teachbot.memory.example import InteractionExample
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
+from teachbot.simrobot.snapshot import Scene, SceneObject
 from teachbot.tracing import EPISODE_ID, EPISODE_SPAN, fail, set_attributes, span
 
 ENDED = "the person ended the session"
@@ -74,7 +75,9 @@ class InteractionCore:
 
     ``robot_functions`` implement the profile's API (``learn_from_interaction`` is the core's own);
     ``on_entry(episode_id, entry, first_line)`` sees every transcript entry; ``say`` speaks to the
-    person; ``log`` takes one-line notices; ``scene_objects`` names what the robot knows now.
+    person; ``log`` takes one-line notices; ``scene_objects`` names what the robot knows now; ``scene_state`` gives
+    the objects with their poses now: the scene when an episode's first request came and the one when the person asks
+    the robot to learn go with the learning request, so the learner can try the lesson (teachbot.learning.rehearsal).
 
     Distilled knowledge (DROC): ``knowledge`` (a ConsoleKnowledge) puts the "What I know" block in the
     prompt and gives parameterised skill functions their learned defaults; ``corrections`` (a
@@ -109,6 +112,7 @@ class InteractionCore:
         known_objects: Callable[[], list[str]] | None = None,
         on_pending_lesson: Callable[[InteractionExample | None], None] | None = None,
         node: str = "",
+        scene_state: Callable[[], Sequence[SceneObject]] | None = None,
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
@@ -118,7 +122,8 @@ class InteractionCore:
         self.node = node  # the ROS node that runs the episodes (its name on the episode spans), '' in-process
         self.config = config or CoreConfig()
         dialog.limit(self.config.bounds)
-        self.learner, self.scene_objects, self.log = learner, scene_objects, log
+        self.learner, self.scene_objects, self.scene_state, self.log = learner, scene_objects, scene_state, log
+        self.initial_scene: Scene = ()  # this episode's objects when its first request came
         self.on_entry = on_entry or (lambda _episode, _entry, _first: None)
         self.budget = TokenBudget(self.config.context_tokens, self.config.reserve_tokens)
         self.prompts = PromptBuilder.for_profile(api, examples, self.config.examples_k, self.budget,
@@ -134,6 +139,8 @@ class InteractionCore:
         self.approval = ApprovalGate.load(self.config.approval, api, dialog, log)
         functions = self.approval.wrap(functions) if self.approval is not None else functions
         functions["learn_from_interaction"] = self.learn_from_interaction
+        if scene_state is not None and "wait_for_trigger" in functions:
+            functions["wait_for_trigger"] = self._first_request_scene(functions["wait_for_trigger"])
         self.sandbox = SandboxExecutor(api.bind(functions, bounds=self.config.bounds), limits or SandboxLimits(), on_kill=on_kill,
                                       robot_functions=api.motion_names)
         self.episode_id = ""
@@ -178,6 +185,7 @@ class InteractionCore:
         self.llm_error = None
         self.sandbox.reset()
         self.sandbox.new_episode()  # the robot-time budget per episode starts afresh
+        self.initial_scene = ()
         self.meter.reset()
         self._corrected = self._learned = False
         if self.knowledge is not None:
@@ -217,6 +225,24 @@ class InteractionCore:
     def _say(self, text: str) -> None:
         """Speak even when the dialog is closed (the person may still be listening on the topic)."""
         self.dialog.on_say(self.dialog.fit(text))
+
+    def _first_request_scene(self, wait_for_trigger: Callable[[], dict]) -> Callable[[], dict]:
+        """wait_for_trigger() that notes the scene when the episode's first request comes (the lesson's start)."""
+        def waited() -> dict:
+            heard = wait_for_trigger()
+            if not self.initial_scene:
+                self.initial_scene = self._scene_now()
+            return heard
+        return waited
+
+    def _scene_now(self) -> Scene:
+        if self.scene_state is None:
+            return ()
+        try:
+            return tuple(self.scene_state())
+        except Exception as exc:  # noqa: BLE001 - no object list: the lesson is stored untried, the episode goes on
+            self.log(f"episode {self.episode_id}: no scene for the lesson's rehearsal: {type(exc).__name__}: {exc}")
+            return ()
 
     # ------------------------------------------------------------------ knowledge
     def _objects_now(self) -> list[str]:
@@ -268,7 +294,8 @@ class InteractionCore:
         objects = tuple(self.known_objects() if self.known_objects is not None else self._objects_now())
         session = self.session
         return LearnRequest(self.api.profile, self.episode_id, session.transcript.render() if session else "",
-                            objects, time.time() + deadline)
+                            objects, time.time() + deadline, initial_scene=self.initial_scene,
+                            accepted_scene=self._scene_now() if self.initial_scene else ())
 
     # ------------------------------------------------------------------ learning
     def learn_from_interaction(self) -> str | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from teachbot.memory.example import InteractionExample
+from teachbot.simrobot.snapshot import Scene
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class LearnRequest:
 
     ``store``: False asks for the candidate lesson only (nothing stored); ``problem`` and ``improvement``,
     when given, are the lesson's problem and the person's own sentence of how to do better, used instead of
-    asking the model for them."""
+    asking the model for them. ``initial_scene``: the objects when the episode's first request came;
+    ``accepted_scene``: where they were when the person asked the robot to learn (after the corrections); the
+    lesson is tried from the first and must end at the second (teachbot.learning.rehearsal). Empty: not known."""
 
     profile: str
     episode_id: str
@@ -36,6 +39,8 @@ class LearnRequest:
     store: bool = True
     problem: str = ""
     improvement: str = ""
+    initial_scene: Scene = ()
+    accepted_scene: Scene = ()
 
 
 @dataclass(frozen=True)

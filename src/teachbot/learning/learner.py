@@ -4,8 +4,11 @@ The improvement chain (:class:`~teachbot.learning.improver.Improver`) turns the 
 the learner gives it its provenance (:class:`~teachbot.memory.example.InteractionExample`), stores it
 while at least ``store_margin`` seconds are left before the request's deadline (a caller that gave up at
 its deadline never finds a lesson stored behind its back), or hands it back unstored as the candidate
-of a confirm-before-store request. Then, and instead of the chain for :meth:`Learner.distill`, the
-knowledge extractor (DROC) distils typed entries from the corrections and stores them the same way.
+of a confirm-before-store request. An improved lesson is first tried in a copy of the simulated world
+(:class:`~teachbot.learning.rehearsal.Rehearser`, when given) and stored only when the replay ends where the person
+accepted the episode's end; a rejected one is discarded with the reason as the reply's one sentence. Then, and
+instead of the chain for :meth:`Learner.distill`, the knowledge extractor (DROC) distils typed entries from the
+corrections and stores them the same way.
 
 Where lessons and knowledge go is given: the improvement node stores through the memory node's
 services (teachbot.nodes.improvement_node), the evaluations and the soak bench into their own
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -28,6 +32,7 @@ from teachbot.language.registry import NotAvailableError
 from teachbot.language.transcript import Transcript
 from teachbot.learning.call import LearnReply, LearnRequest
 from teachbot.learning.improver import Improver, Lesson, deadline_message
+from teachbot.learning.rehearsal import NOT_TRIED, Rehearsal, Rehearser
 from teachbot.memory.example import InteractionExample, utc_now_iso
 from teachbot.tracing import set_attributes, span
 
@@ -96,6 +101,7 @@ class Learned:
     example_id: str = ""
     knowledge: tuple[str, ...] = ()
     knowledge_ids: tuple[str, ...] = ()
+    rehearsal: Rehearsal | None = None  # what trying the lesson found (None: not a lesson to try, or no rehearser)
 
     def reply(self) -> LearnReply:
         """The console's view of it."""
@@ -110,19 +116,23 @@ class Learner:
     stored and nothing is distilled). ``images(until)`` gives, per request, the function that finds an
     object's crop vector and its embedder before ``until`` (time.monotonic()). ``distill`` False (with
     ``why_not_distill``) turns distillation off. ``cancelled`` stops a running chain before its next model call.
+    ``rehearsal`` tries an improved lesson before it is stored (None: stored untried); ``rehearsals`` counts its
+    verdicts (kept, rejected, not tried) over the learner's life.
     """
 
     def __init__(self, improver: Callable[[str], Improver], lessons: LessonSink | None, *,
                  extractor: Callable[[str], KnowledgeExtractor] | None = None, knowledge: KnowledgeSink | None = None,
                  images: Callable[[float], ImageOf | None] | None = None, store_margin: float = 2.0, robot_id: str = "",
                  distill: bool = True, why_not_distill: str = "", cancelled: Callable[[], bool] | None = None,
-                 log: Callable[[str], None] = lambda line: None, warn: Callable[[str], None] | None = None) -> None:
+                 rehearsal: Rehearser | None = None, log: Callable[[str], None] = lambda line: None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.improver, self.lessons = improver, lessons
         self.extractor, self.knowledge, self.images = extractor, knowledge, images
         self.store_margin, self.robot_id = store_margin, robot_id
         self.distilling = distill and extractor is not None
         self.why_not_distill = why_not_distill or "no knowledge extractor is configured"
-        self.cancelled = cancelled
+        self.cancelled, self.rehearsal = cancelled, rehearsal
+        self.rehearsals: Counter[str] = Counter()
         self.log, self.warn = log, warn or log
         self.distilled: list[KnowledgeEntry] = []  # every entry stored, oldest first
         self._lock = threading.Lock()  # one chain at a time; a request queued behind another keeps its own deadline
@@ -130,15 +140,16 @@ class Learner:
     @classmethod
     def in_process(cls, improver: Improver, memory: Any = None, *, extractor: KnowledgeExtractor | None = None,
                    knowledge: Any = None, image_of: ImageOf | None = None, store_margin: float | None = None,
-                   log: Callable[[str], None] = lambda line: None) -> Learner:
+                   rehearsal: Rehearser | None = None, log: Callable[[str], None] = lambda line: None) -> Learner:
         """The learner of the evaluations and the soak bench: lessons into ``memory`` (an episodic memory; None:
         none kept), knowledge from ``extractor`` into ``knowledge`` (a KnowledgeStore), the store margin of
-        config/learning.yaml unless given."""
+        config/learning.yaml unless given, lessons tried by ``rehearsal`` first (None: stored untried)."""
         margin = float(learning_config().get("store_margin", 2.0)) if store_margin is None else store_margin
         return cls(lambda _profile: improver, MemoryLessons(memory) if memory is not None else None,
                    extractor=(lambda _profile: extractor) if extractor is not None else None,
                    knowledge=StoreKnowledge(knowledge) if knowledge is not None else None,
-                   images=(lambda _until: image_of) if image_of is not None else None, store_margin=margin, log=log)
+                   images=(lambda _until: image_of) if image_of is not None else None, store_margin=margin,
+                   rehearsal=rehearsal, log=log)
 
     # ------------------------------------------------------------------ the console's learning call
     def improve(self, request: LearnRequest, timeout: float) -> LearnReply:
@@ -180,7 +191,8 @@ class Learner:
                 problem=request.problem, improvement=request.improvement)
         for note in lesson.notes:
             self.log(f"episode {request.episode_id or '?'}: {note}")
-        learned = self._store_lesson(request, lesson, deadline, seconds)
+        tried = self._rehearse(request, lesson, deadline)
+        learned = replace(self._store_lesson(request, lesson, deadline, seconds, tried), rehearsal=tried)
         # after the chain, whatever its verdict: the corrections may still teach facts (not for a candidate: it stores nothing)
         if request.store and self._can_distill(deadline):
             texts, ids, _ = self._distill(request, deadline)
@@ -211,9 +223,27 @@ class Learner:
         self.log(prefix + message)
         return Learned(False, message)
 
-    def _store_lesson(self, request: LearnRequest, lesson: Lesson, deadline: float, seconds: float) -> Learned:
+    def _rehearse(self, request: LearnRequest, lesson: Lesson, deadline: float) -> Rehearsal | None:
+        """Try an improved lesson in a copy of the world (teachbot.learning.rehearsal); None when there is none to try."""
+        if self.rehearsal is None or not lesson.ok:
+            return None
+        mode = self.improver(request.profile).mode
+        try:
+            tried = (Rehearsal(NOT_TRIED, f"learning mode {mode} stores the interaction as it was") if mode != "improve"
+                     else self.rehearsal.rehearse(request, lesson.transcript, until=deadline - self.store_margin))
+        except Exception as exc:  # noqa: BLE001 - a broken rehearsal must not lose the lesson: it is stored untried
+            tried = Rehearsal(NOT_TRIED, f"the rehearsal failed: {type(exc).__name__}: {exc}")
+            self.warn(f"episode {request.episode_id or '?'}: {tried.reason}")
+        self.rehearsals[tried.verdict] += 1
+        self.log(f"episode {request.episode_id or '?'}: rehearsal {tried.verdict} ({tried.seconds:.2f} s): {tried.reason}")
+        return tried
+
+    def _store_lesson(self, request: LearnRequest, lesson: Lesson, deadline: float, seconds: float,
+                      tried: Rehearsal | None = None) -> Learned:
         if not lesson.ok:
             return replace(self._refused(lesson.reason, "lesson discarded: "), lesson=lesson)
+        if tried is not None and tried.rejected:
+            return replace(self._refused(tried.reason, "lesson discarded: rehearsal rejected: "), lesson=lesson)
         example = InteractionExample(
             profile=request.profile, source="learned", transcript=lesson.transcript,
             instructions=tuple(Transcript.parse(lesson.transcript).instructions()), problem=lesson.problem,
@@ -279,5 +309,9 @@ class Learner:
 def _outcome(learned: Learned) -> dict[str, object]:
     """A learning span's result: stored, a candidate or discarded; the lesson id or the reason; the knowledge ids."""
     verdict = "stored" if learned.stored else "candidate" if learned.example is not None and not learned.example_id else "discarded"
+    tried = learned.rehearsal
     return {"learning.verdict": verdict, "learning.lesson_id": learned.example_id or None, "learning.reason": learned.message,
-            "learning.knowledge_ids": list(learned.knowledge_ids)}
+            "learning.knowledge_ids": list(learned.knowledge_ids),
+            "learning.rehearsal": tried.verdict if tried is not None else None,
+            "learning.rehearsal_reason": tried.reason if tried is not None else None,
+            "learning.rehearsal_s": tried.seconds if tried is not None else None}

@@ -20,6 +20,10 @@ through memory/add_knowledge, within the same deadline and store margin. The res
 and ids. Nothing is distilled when knowledge.extraction.enabled in config/knowledge.yaml is false, when
 the ``distill`` parameter is false, or when no memory node serves memory/add_knowledge (no LLM call is
 spent on knowledge that could not be kept).
+
+Rehearsal (teachbot.learning.rehearsal, config/learning.yaml ``rehearsal``): an improved lesson is replayed from the
+request's ``initial_scene`` (the perceived objects when the episode's first request came) in a fresh simulated
+tabletop built from it, and stored only when it runs without errors and ends at the request's ``accepted_scene``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from rclpy.node import Node
 from teachbot_interfaces.msg import LlmCompletion
 from teachbot_interfaces.srv import AddExample, AddKnowledge, DescribeObject, Improve
 
+from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import MemoryStoreError
 from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.extractor import ExtractionConfig, KnowledgeExtractor
@@ -44,6 +49,7 @@ from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.learning.call import LearnRequest
 from teachbot.learning.improver import Improver
 from teachbot.learning.learner import STORE_WAIT, Learned, Learner, learning_config
+from teachbot.learning.rehearsal import RehearsalConfig, Rehearser
 from teachbot.llm.base import Model
 from teachbot.llm.factory import model_from_config
 from teachbot.memory.example import InteractionExample
@@ -60,6 +66,7 @@ from teachbot.nodes.common import (
 from teachbot.nodes.knowledge_convert import entry_to_msg
 from teachbot.nodes.memory_node import to_msg
 from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
+from teachbot.simrobot.snapshot import scene_from_json
 from teachbot.skills.parameters import SkillParameters
 from teachbot.tracing import span, trace_parent
 
@@ -167,13 +174,14 @@ class ImprovementNode(Node):
         why = ("knowledge.extraction.enabled is false in config/knowledge.yaml" if not self.extraction.enabled
                else "the improvement node's distill parameter is false")
         logger = self.get_logger()
+        self.rehearsal = Rehearser({"tabletop": tabletop_functions}, RehearsalConfig.from_config(cfg.get("rehearsal")))
         self.learner = Learner(self._improver, services, extractor=self._extractor, knowledge=_KnowledgeServices(services),
                                images=self._images, store_margin=self.store_margin, robot_id=self.robot_id,
                                distill=self.distill, why_not_distill=why, cancelled=self.closing.is_set,
-                               log=logger.info, warn=logger.warning)
+                               rehearsal=self.rehearsal, log=logger.info, warn=logger.warning)
         self.create_service(Improve, "improvement/improve", self.on_improve, callback_group=MutuallyExclusiveCallbackGroup())
         logger.info(f"improvement ready: mode {self.mode}, model {self.model.name}, "
-                    f"distillation {'on' if self.distill else 'off'}")
+                    f"distillation {'on' if self.distill else 'off'}, rehearsal {'on' if self.rehearsal.enabled else 'off'}")
 
     def _improver(self, profile: str) -> Improver:
         if profile not in self._improvers:
@@ -192,9 +200,15 @@ class ImprovementNode(Node):
         wall = request.deadline.sec + request.deadline.nanosec * 1e-9
         if wall <= 0:  # no deadline given: the configured one from now
             wall = time.time() + self.deadline
+        try:
+            scenes = scene_from_json(request.initial_scene), scene_from_json(request.accepted_scene)
+        except ValueError as exc:  # the lesson is still learned, only not tried
+            self.get_logger().warning(f"episode {request.episode_id or '?'}: {exc}")
+            scenes = (), ()
         learn = LearnRequest(request.profile or "tabletop", request.episode_id, request.transcript,
                              tuple(request.scene_objects), wall, store=not request.candidate_only,
-                             problem=request.problem, improvement=request.improvement)
+                             problem=request.problem, improvement=request.improvement,
+                             initial_scene=scenes[0], accepted_scene=scenes[1])
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory node's answers must be able to arrive on a single-threaded executor)
         run = self.learner.distill_only if request.distill_only else self.learner.learn
@@ -263,6 +277,11 @@ class ImprovementNode(Node):
     def close(self) -> None:
         self.closing.set()  # a running chain stops before its next LLM call
         self._workers.shutdown(wait=False, cancel_futures=True)
+
+
+def tabletop_functions(skills: Any, objects: Callable[[], dict[str, list[float]]], dialog: Any) -> dict[str, Callable[..., Any]]:
+    """The tabletop robot functions a lesson's rehearsal binds to the copy of the world."""
+    return TabletopRobot(skills, objects, dialog).functions()
 
 
 def main(args: list[str] | None = None) -> int:

@@ -74,6 +74,7 @@ from teachbot.nodes.task_memory_service import working_memory_maker
 from teachbot.raider.config import RaiderConfig
 from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.executor import SandboxLimits
+from teachbot.simrobot.snapshot import Scene, scene_from_positions, scene_to_json
 from teachbot.skills.parameters import SkillParameters
 from teachbot.taskmemory import ConsoleTaskMemory, TaskMemory, TaskMemoryConfig
 from teachbot.tracing import trace_parent
@@ -177,6 +178,7 @@ class InteractionManagerNode(Node):
             limits=SandboxLimits.from_config(load_yaml(resolve_config("sandbox")).get("limits", {})),
             log=self.get_logger().info, prices=self.prices, corrections=corrections, knowledge=knowledge,
             known_objects=lambda: sorted(self._objects or {}), on_pending_lesson=self.lessons.pending, node=self.get_name(),
+            scene_state=self._scene if api.profile != "household" else None,
         )
         self.lessons.attach(self.core)
         self._closing = threading.Event()
@@ -380,6 +382,10 @@ class InteractionManagerNode(Node):
             )
         return dict(self._objects)
 
+    def _scene(self) -> Scene:
+        """The perceived objects with their positions, for the lesson's rehearsal (teachbot.learning.rehearsal)."""
+        return scene_from_positions(self._current_objects(), self._labels)
+
     def list_objects(self) -> list[str]:
         """Names of the objects perception knows about."""
         return sorted(self._current_objects())
@@ -430,7 +436,8 @@ class InteractionManagerNode(Node):
             return _call(self.improve_client, Improve.Request(
                 profile=request.profile, episode_id=request.episode_id, transcript=request.transcript,
                 scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
-                distill_only=distill_only, **ConfirmedLessons.fields(request),
+                distill_only=distill_only, initial_scene=scene_to_json(request.initial_scene),
+                accepted_scene=scene_to_json(request.accepted_scene), **ConfirmedLessons.fields(request),
             ), timeout, "improvement/improve")
         except ServerGone:  # not the TimeoutError the core words as "took too long"
             raise call_fault("improvement", "distillation" if distill_only else "learn_from_interaction()",

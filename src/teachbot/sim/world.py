@@ -7,6 +7,7 @@ What only a simulator has (ground truth, reset) sits beside the controllers. No 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,8 +69,9 @@ class TabletopWorld(ArmWorld):
         self.table_id = pb.createMultiBody(0, col, vis, basePosition=centre, physicsClientId=self.client)
         pb.changeDynamics(self.table_id, -1, lateralFriction=1.0, physicsClientId=self.client)
 
-    def reset(self, scene: SceneSpec) -> None:
-        """Replace the objects by ``scene`` and send the robot home."""
+    def reset(self, scene: SceneSpec, heights: Mapping[str, float] | None = None) -> None:
+        """Replace the objects by ``scene`` and send the robot home. ``heights``: the centre height of blocks that do
+        not rest on the table (in a bowl, on another block), by name, so a perceived scene is rebuilt as it stood."""
         self.reset_robot()
         for body, *_ in self._objects.values():
             pb.removeBody(body, physicsClientId=self.client)
@@ -78,7 +80,7 @@ class TabletopWorld(ArmWorld):
             if spec.category == "bowl":
                 body, size = self._make_bowl(spec.color, spec.position)
             else:
-                body, size = self._make_block(spec.color, spec.position, spec.yaw)
+                body, size = self._make_block(spec.color, spec.position, spec.yaw, (heights or {}).get(spec.name))
             self._objects[spec.name] = (body, spec.category, spec.color, size)
         self.scene = scene
         self.sim_time = 0.0
@@ -87,12 +89,13 @@ class TabletopWorld(ArmWorld):
     def _rgba(self, color: str) -> list[float]:
         return [*self.table.rgb.get(color, (0.6, 0.6, 0.6)), 1.0]
 
-    def _make_block(self, color: str, xy: tuple[float, float], yaw: float) -> tuple[int, np.ndarray]:
+    def _make_block(self, color: str, xy: tuple[float, float], yaw: float, z: float | None = None) -> tuple[int, np.ndarray]:
         s = self.table.block_size
+        z = s / 2 + 1e-3 if z is None else max(float(z), s / 2) + 1e-3
         col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=[s / 2] * 3, physicsClientId=self.client)
         vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=[s / 2] * 3, rgbaColor=self._rgba(color), physicsClientId=self.client)
         body = pb.createMultiBody(
-            self.table.block_mass, col, vis, basePosition=[xy[0], xy[1], s / 2 + 1e-3],
+            self.table.block_mass, col, vis, basePosition=[xy[0], xy[1], z],
             baseOrientation=pb.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self.client,
         )
         pb.changeDynamics(body, -1, lateralFriction=self.table.block_friction, spinningFriction=0.001, physicsClientId=self.client)

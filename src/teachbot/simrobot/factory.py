@@ -4,17 +4,19 @@ what an evaluation measures runs on the world the robot runs on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
 from teachbot.simrobot.direct import DirectArm, DirectBase, WorldHousehold, WorldObjects
+from teachbot.simrobot.snapshot import SceneObject
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.library import SkillLibrary
 from teachbot.world.household_layout import HouseholdLayout
 from teachbot.world.household_objects import Catalog
-from teachbot.world.scene import TabletopConfig
+from teachbot.world.scene import CATEGORIES, ObjectSpec, SceneSpec, TabletopConfig
 
 # the simulated robot of each kind of world (config/robots/<name>.yaml)
 SIM_PROFILES = {"tabletop": "panda_sim", "household": "household_sim"}
@@ -39,3 +41,21 @@ def make_skills(world: TabletopWorld | HouseholdWorld) -> SkillLibrary:
     if isinstance(world, HouseholdWorld):
         return HouseholdSkills(world.profile, DirectArm(world), DirectBase(world), WorldHousehold(world), world.layout)
     return SkillLibrary(world.profile, DirectArm(world), WorldObjects(world))
+
+
+def world_from_scene(scene: Sequence[SceneObject], profile: RobotProfile | None = None,
+                     table: TabletopConfig | None = None) -> TabletopWorld:
+    """A fresh tabletop world holding ``scene`` as it stood (a true copy: its own physics client; blocks in a bowl
+    or on another block at their height), the robot at home. Objects of a kind the table has no body for are left
+    out (ValueError when that leaves nothing). The caller closes it (``world.close()``)."""
+    table = table or TabletopConfig.load()
+    specs = [ObjectSpec(o.name, o.category, o.color, (o.position[0], o.position[1]), o.yaw)
+             for o in scene if o.category in CATEGORIES]
+    if not specs:
+        raise ValueError("the scene holds no block or bowl to rebuild")
+    world = make_world(profile or sim_profile("tabletop"), table=table)
+    if not isinstance(world, TabletopWorld):
+        world.close()
+        raise ValueError(f"{world.profile.name}: only a tabletop world is rebuilt from a scene")
+    world.reset(SceneSpec(tuple(specs)), heights={o.name: o.position[2] for o in scene if o.category == "block"})
+    return world
