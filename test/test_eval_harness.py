@@ -108,14 +108,14 @@ def test_bad_input_is_one_clear_line_and_nothing_is_overwritten(client, tmp_path
 
 
 def test_the_imitator_carries_the_differing_words_over_at_once():
-    from teachbot.evaluation.doubles import _swap_literals, _swaps
+    from teachbot.evaluation.doubles import phrase_swaps, swap_literals
 
     before, after = "pick up the cyan block and place it on the purple bowl", "pick up the purple block and place it on the pink bowl"
-    swaps = _swaps(before.split(" "), after.split(" "))
+    swaps = phrase_swaps(before.split(" "), after.split(" "))
     assert swaps == [("cyan", "purple"), ("purple", "pink")]
-    assert _swap_literals("put_first_on_second('cyan block', 'purple bowl')", swaps) == \
+    assert swap_literals("put_first_on_second('cyan block', 'purple bowl')", swaps) == \
         "put_first_on_second('purple block', 'pink bowl')"
-    assert _swap_literals("say(cyan)", swaps) == "say(cyan)"  # names outside string literals stay
+    assert swap_literals("say(cyan)", swaps) == "say(cyan)"  # names outside string literals stay
 
 
 def test_an_llm_outage_stops_the_sweep_and_records_nothing(client, tmp_path):

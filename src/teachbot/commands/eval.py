@@ -27,7 +27,7 @@ from teachbot.commands.llm_args import (
 )
 from teachbot.errors import ConfigError
 
-STAND_INS = ("oracle", "err-once", "imitator")
+STAND_INS = ("oracle", "err-once", "imitator", "reader")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,8 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
     add_role_arguments(cap)
     cap.add_argument("--stand-in", default="", choices=("", *STAND_INS),
-                     help="no LLM: a stand-in model that proves the harness, not any model (baselines: the expert "
-                          "plan as one program)")
+                     help="no LLM: a stand-in model. oracle, err-once, imitator are told the task's expert plan and "
+                          "prove the harness, not any model (baselines: the plan as one program); reader reads only its "
+                          "prompt (teachbot.evaluation.reading_doubles) and proves that a method learns")
+    cap.add_argument("--stand-in-confusion", type=float, default=0.5, metavar="SHARE",
+                     help="reader: the seeded share of the table's named places it mixes up (default 0.5)")
+    cap.add_argument("--stand-in-slip", type=float, default=0.0, metavar="SHARE",
+                     help="reader: the seeded share of its tutor's lessons that are wrong (default 0)")
     cap.add_argument("--no-progress", action="store_true", help="no progress bar")
     cap.set_defaults(func=run_cap)
     eval_raider.register(kinds)
@@ -91,10 +96,20 @@ class CliModels:
 
     llm: dict[str, Any]
     stand_in: str = ""
+    confusion: float = 0.5  # the reader's misconception and its tutor's slips (seeded by the sweep's seed)
+    slip: float = 0.0
+    seed: int = 0
 
     def __call__(self, method: Any) -> Any:
         from teachbot.evaluation.harness import AgentModels  # deferred: loaded when the command runs
 
+        if self.stand_in == "reader":  # reads only its prompt: the same misconception for every method
+            from teachbot.evaluation import reading_doubles as reading  # deferred: loaded when the command runs
+
+            tutor = reading.TutorModel(self.slip, self.seed)
+            if method.kind != "console":
+                return AgentModels(reading.ReaderProgramModel(self.confusion, self.seed), None, tutor)
+            return AgentModels(reading.ReaderModel(self.confusion, self.seed), None, tutor)
         if self.stand_in:
             from teachbot.evaluation import doubles  # deferred: loaded when the command runs
 
@@ -130,6 +145,11 @@ def run_cap(args: argparse.Namespace) -> int:
         return _estimate(args, raw, splits)
     if args.stand_in:
         where: dict[str, Any] = {"stand_in": args.stand_in}
+        if args.stand_in == "reader":
+            for name in ("stand_in_confusion", "stand_in_slip"):
+                if not 0.0 <= getattr(args, name) <= 1.0:
+                    raise ConfigError(f"--{name.replace('_', '-')} is a share within 0..1, got {getattr(args, name)}")
+            where.update(confusion=args.stand_in_confusion, slip=args.stand_in_slip)
     else:
         own = configured_roles(raw)
         roles = ("interaction", "function_generation", "improvement", *(("person",) if args.person == "llm" else ()))
@@ -138,7 +158,8 @@ def run_cap(args: argparse.Namespace) -> int:
             check_endpoint(raw, role)  # each role's endpoint answers before anything runs (GET /models bills nothing)
         where = {"roles": models, "prices": price_table(models)}
     config = _sweep_config(args, splits, llm=where, run_timeout=args.run_timeout, deviations=tuple(args.deviation))
-    results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in), workers=args.workers,
+    results = run_sweep(config, Path(args.out), CliModels(raw, args.stand_in, args.stand_in_confusion,
+                                                                   args.stand_in_slip, args.seed), workers=args.workers,
                         show_progress=not args.no_progress and sys.stderr.isatty(), max_cost=args.max_cost)
     cost = spent(Path(args.out))
     if args.max_cost and cost >= args.max_cost:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from teachbot.language.prompts import CURRENT_HEADER, EXAMPLE_HEADER
@@ -61,7 +61,7 @@ def literal_call(source: str) -> tuple[str, list[Any], dict[str, Any]] | None:
     return node.func.id, args, kwargs
 
 
-def _said(transcript: Transcript) -> list[tuple[int, str]]:
+def person_words(transcript: Transcript) -> list[tuple[int, str]]:
     """(entry index, words) of every person output, oldest first."""
     return [(i, utterance_text(transcript.entries[i].text)) for i in sorted(person_outputs(transcript.entries))]
 
@@ -93,7 +93,7 @@ class OracleModel(_PlanModel):
 
     def answer(self, prompt: str) -> str:
         transcript = current_transcript(prompt)
-        said = _said(transcript)
+        said = person_words(transcript)
         return self.follow(transcript, said[-1][0]) if said else WAIT
 
 
@@ -103,7 +103,7 @@ class ErrOnceModel(_PlanModel):
 
     def answer(self, prompt: str) -> str:
         transcript = current_transcript(prompt)
-        said = _said(transcript)
+        said = person_words(transcript)
         if len(said) <= 1:
             return "say('Done.')" if _steps_since(transcript, said[-1][0] if said else 0) == 0 else WAIT
         return self.follow(transcript, said[-1][0])
@@ -118,7 +118,7 @@ class ImitatorModel(_PlanModel):
 
     def answer(self, prompt: str) -> str:
         transcript = current_transcript(prompt)
-        said = _said(transcript)
+        said = person_words(transcript)
         if not said:
             return WAIT
         last_index, last_words = said[-1]
@@ -135,39 +135,49 @@ class ImitatorModel(_PlanModel):
 
     def imitation(self, examples: list[Transcript], request: str) -> list[str] | None:
         """The statements of the closest example after its first request, adapted to ``request``."""
-        best, score = None, 0.0
-        words = request.lower().split()
-        for example in examples:
-            said = _said(example)
-            if not said:
-                continue
-            other = said[0][1].lower().split()
-            overlap = difflib.SequenceMatcher(a=other, b=words).ratio()
-            if overlap > score:
-                best, score = (example, said[0][0], other), overlap
-        if best is None or score < self.threshold:
-            return None
-        example, first, other = best
-        swaps = _swaps(other, words)
-        lines = []
-        for entry in example.entries[first + 1:]:
-            if entry.kind != "code":
-                continue
-            if entry.text.startswith(("wait_for_trigger(", LEARN)):
-                break
-            lines.append(_swap_literals(entry.text, swaps))
-        return lines
+        return imitate(examples, request, self.threshold)
 
 
-def _swaps(old: list[str], new: list[str]) -> list[tuple[str, str]]:
+def imitate(examples: list[Transcript], request: str, threshold: float,
+            adapt: Callable[[str], str] | None = None) -> list[str] | None:
+    """The statements of the example whose first request is most like ``request`` (word overlap at least
+    ``threshold``), after that request and up to its next ``wait_for_trigger()``, with the words that differ between
+    the two requests carried over into its string literals (``adapt``: see :func:`swap_literals`); None when no
+    example is close enough."""
+    best, score = None, 0.0
+    words = request.lower().split()
+    for example in examples:
+        said = person_words(example)
+        if not said:
+            continue
+        other = said[0][1].lower().split()
+        overlap = difflib.SequenceMatcher(a=other, b=words).ratio()
+        if overlap > score:
+            best, score = (example, said[0][0], other), overlap
+    if best is None or score < threshold:
+        return None
+    example, first, other = best
+    swaps = phrase_swaps(other, words)
+    lines = []
+    for entry in example.entries[first + 1:]:
+        if entry.kind != "code":
+            continue
+        if entry.text.startswith(("wait_for_trigger(", LEARN)):
+            break
+        lines.append(swap_literals(entry.text, swaps, adapt))
+    return lines
+
+
+def phrase_swaps(old: list[str], new: list[str]) -> list[tuple[str, str]]:
     """Phrases that differ between two requests, aligned word by word: [('red', 'green'), ('top left corner', 'left side')]."""
     matcher = difflib.SequenceMatcher(a=old, b=new)
     return [(" ".join(old[i1:i2]), " ".join(new[j1:j2])) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
             if tag == "replace"]
 
 
-def _swap_literals(source: str, swaps: list[tuple[str, str]]) -> str:
-    """``source`` with each differing phrase replaced inside its string literals only."""
+def swap_literals(source: str, swaps: list[tuple[str, str]], adapt: Callable[[str], str] | None = None) -> str:
+    """``source`` with each differing phrase replaced inside its string literals only; ``adapt`` (when given) turns
+    each literal's value that the swaps changed into what the model writes instead (a stand-in's misreading)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -183,7 +193,10 @@ def _swap_literals(source: str, swaps: list[tuple[str, str]]) -> str:
         text = lines[line - 1]
         literal = text[col:end_col]
         if table:  # all at once: 'cyan'->'purple' and 'purple'->'pink' must not chain
-            literal = re.sub(pattern, lambda m: table[m.group(0)], literal)
+            swapped = re.sub(pattern, lambda m: table[m.group(0)], literal)
+            if adapt is not None and swapped != literal and len(swapped) > 1 and swapped[0] == swapped[-1] in "'\"":
+                swapped = swapped[0] + adapt(swapped[1:-1]) + swapped[-1]
+            literal = swapped
         lines[line - 1] = text[:col] + literal + text[end_col:]
     return "\n".join(lines)
 

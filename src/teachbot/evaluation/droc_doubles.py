@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from teachbot.evaluation.doubles import _said, current_transcript, literal_call
+from teachbot.evaluation.doubles import current_transcript, literal_call, person_words
 from teachbot.evaluation.droc_tasks import Call, DrocTask, Variant
 from teachbot.knowledge.correction import rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
@@ -147,7 +147,7 @@ def _said_lines(transcript: Transcript) -> list[tuple[int, str]]:
             continue
         if isinstance(value, dict) and isinstance(value.get("text"), str) and value["text"]:
             out.append((i, value["text"]))
-    return out or _said(transcript)
+    return out or person_words(transcript)
 
 
 class InteractionDouble(ScriptedModel):
