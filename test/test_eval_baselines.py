@@ -14,6 +14,7 @@ from teachbot.evaluation.baselines import (
     cap_example,
     read_program,
     run_transcript,
+    seed_programs,
 )
 from teachbot.evaluation.doubles import TeacherModel
 from teachbot.evaluation.harness import METHODS, AgentModels
@@ -70,17 +71,21 @@ def test_replies_are_read_tolerantly_and_runs_become_examples():
     seed = (">>> wait_for_trigger()\n{'type': 'dialog', 'text': 'stack them'}\n>>> get_obj_names()\n['a block', 'b block']\n"
             ">>> blocks\n['a block', 'b block']\n>>> {b: get_obj_pos(b) for b in blocks}\n{}\n"
             ">>> put_first_on_second('a block', 'b block')\n'success'\n>>> learn_from_interaction()\n>>> wait_for_trigger()")
-    assert cap_example(seed) == "# stack them\nobjects = ['a block', 'b block']\nput_first_on_second('a block', 'b block')"
+    assert cap_example(seed) == "objects = ['a block', 'b block']\n# stack them\nput_first_on_second('a block', 'b block')"
+    unlisted = seed.replace(">>> get_obj_names()\n['a block', 'b block']\n", "")  # the objects it names, as the list
+    assert cap_example(unlisted) == "objects = ['a block', 'b block']\n# stack them\nput_first_on_second('a block', 'b block')"
 
 
 def test_the_cap_prompt_holds_the_api_the_examples_and_the_newest_instruction():
     from teachbot.language.registry import RobotApi
 
     api = RobotApi.load("tabletop")
-    prompt = CapPrompt(api).build(["red block", "blue bowl"], [("put the red block in the bowl", ("say('ok')",))],
-                                  "it is not in the bowl", examples=["# stack them\nput_first_on_second('a', 'b')"])
+    seeds = seed_programs()
+    prompt = CapPrompt(api, seeds).build(["red block", "blue bowl"], [("put the red block in the bowl", ("say('ok')",))],
+                                         "it is not in the bowl", examples=["# stack them\nput_first_on_second('a', 'b')"])
     system, user = prompt.split(SYSTEM_END)
-    assert api.import_block() in system and "{api}" not in system and "# put the yellow block on the green block" in system
+    assert api.import_block() in system and "{api}" not in system and "{examples}" not in system
+    assert all(seed in system for seed in seeds) and "# put the red block in the blue bowl" in system
     assert user == ("# stack them\nput_first_on_second('a', 'b')\n\nobjects = ['red block', 'blue bowl']\n"
                     "# put the red block in the bowl\nsay('ok')\n# it is not in the bowl\n")
 

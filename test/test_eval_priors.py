@@ -1,4 +1,4 @@
-"""Equal priors (issue 27, item 2): nothing unseen in any method's static prompt or seed examples.
+"""Equal priors (issue 27, item 2): every method starts from the same examples, and nothing unseen is in them.
 
 The core paper's splits keep some attributes (colours, corners, directions, ...) and some instructions out of
 everything a method starts from, so UA-SI and UA-UI measure generalisation. This test reads every method's static
@@ -14,6 +14,7 @@ import pytest
 
 from teachbot.config import load_yaml
 from teachbot.console.prompt import PromptBuilder
+from teachbot.evaluation.baselines import CapPrompt, cap_example, seed_programs
 from teachbot.evaluation.harness import UNBOUND
 from teachbot.language.registry import RobotApi
 from teachbot.paths import config_path, share_dir
@@ -35,7 +36,7 @@ UNSEEN_INSTRUCTION_WORDS = {
 def texts() -> dict[str, str]:
     api = RobotApi.load("tabletop").without(UNBOUND)
     prompts = share_dir() / "prompts"
-    found = {"console prompt": PromptBuilder.for_profile(api).base(), "cap prompt": (prompts / "cap_tabletop.txt").read_text(),
+    found = {"console prompt": PromptBuilder.for_profile(api).base(), "cap prompt": CapPrompt(api, seed_programs()).static,
              "helper prompt": (prompts / "helper_reflect.txt").read_text()}
     for path in sorted((share_dir() / "memory_store" / "tabletop").glob("*.txt")):
         found[f"seed {path.name}"] = path.read_text()
@@ -69,3 +70,20 @@ def test_the_scanner_finds_what_it_looks_for():
     for what, sample in samples.items():
         assert re.search(patterns[what], sample, re.I), what
     assert not re.search(patterns["direction 'right'"], "that's right, the top right corner", re.I)
+
+
+def test_cap_starts_from_exactly_the_console_seeds():
+    """The CaP prompt holds no examples of its own: its few-shot part is the tabletop seeds, each written as a program,
+    so cap and the console start from the same knowledge (dynamic-cap and helper retrieve those same seeds)."""
+    template = (share_dir() / "prompts" / "cap_tabletop.txt").read_text()
+    assert not re.search(r"^objects = \[", template, re.M) and "{examples}" in template, "the CaP prompt has examples again"
+    api = RobotApi.load("tabletop").without(UNBOUND)
+    static = CapPrompt(api, seed_programs()).static
+    seeds = sorted((share_dir() / "memory_store" / "tabletop").glob("*.txt"))
+    assert len(seed_programs()) == len(seeds)
+    for path in seeds:
+        program = cap_example(path.read_text())
+        assert program.startswith("objects = [") and program in static, path.name
+        first = next(line for line in program.splitlines() if line.startswith("# "))
+        assert static.count(first) >= 1, path.name
+    assert "(none here" in CapPrompt(api).static and not re.search(r"^objects = \[", CapPrompt(api).static, re.M)

@@ -42,6 +42,7 @@ from teachbot.llm.scripted import ScriptedModel
 from teachbot.memory.config import MemoryConfig
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import InteractionExample
+from teachbot.memory.records import read_seeds
 from teachbot.sandbox.executor import RunResult, SandboxExecutor, SandboxLimits
 
 KINDS = ("cap", "dynamic-cap", "helper")
@@ -83,22 +84,31 @@ def _console_only(source: str) -> bool:
                for n in ast.walk(tree))
 
 
+OBJECT_NAME = re.compile(r"\b[a-z]+ (?:block|bowl)\b")
+
+
 def cap_example(transcript: str) -> str:
-    """A console transcript as a CaP example: ``objects = [...]`` from a ``get_obj_names()`` output, the
-    person's words as ``# ...`` lines, the code between them (console-only calls, inspections and output dropped)."""
+    """A console transcript as a CaP example: first ``objects = [...]`` (a ``get_obj_names()`` output where the
+    transcript shows one, else every object it names), then the person's words as ``# ...`` lines and the code
+    between them (console-only calls, inspections and outputs dropped)."""
     parsed = Transcript.parse(transcript)
     said = person_outputs(parsed.entries)
+    objects: list[str] | None = None
     lines: list[str] = []
     for i, entry in enumerate(parsed.entries):
+        after = parsed.entries[i + 1] if i + 1 < len(parsed.entries) else None
         if i in said:
             lines.append(f"# {one_line(utterance_text(entry.text))}")
+        elif entry.kind == "code" and entry.text.strip() == "get_obj_names()" and after is not None and after.kind == "output":
+            try:
+                objects = [str(name) for name in ast.literal_eval(after.text.strip())]
+            except (ValueError, SyntaxError):
+                continue
         elif entry.kind == "code" and not _console_only(entry.text):
-            after = parsed.entries[i + 1] if i + 1 < len(parsed.entries) else None
-            if entry.text.strip() == "get_obj_names()" and after is not None and after.kind == "output":
-                lines.append(f"objects = {after.text.strip()}")
-            else:
-                lines.append(entry.text)
-    return "\n".join(lines)
+            lines.append(entry.text)
+    if objects is None:  # the objects the example names, as far as it shows them
+        objects = sorted(set(OBJECT_NAME.findall("\n".join(e.text for e in parsed.entries))))
+    return "\n".join([f"objects = {objects!r}", *lines]) if lines else ""
 
 
 def run_transcript(objects: Sequence[str], turns: Sequence[tuple[str, Program]]) -> str:
@@ -115,12 +125,24 @@ def run_transcript(objects: Sequence[str], turns: Sequence[tuple[str, Program]])
     return transcript.render()
 
 
+def seed_programs(memory_config: Any = None) -> list[str]:
+    """The tabletop seed examples (``seeds_dir`` of config/memory.yaml, or of ``memory_config``) as CaP programs, in
+    file order: the few-shot examples of cap, the same knowledge the console's seeds hold."""
+    settings = memory_config or MemoryConfig.load()
+    seeds = read_seeds(settings.seeds_dir, settings.learned_dir)
+    texts = (cap_example(e.transcript) for e in sorted(seeds.values(), key=lambda e: e.id) if e.profile == PROFILE)
+    return [text for text in texts if text]
+
+
 class CapPrompt:
     """The CaP prompt: the static part (rules, API, few-shot examples) as the system part, then any
     retrieved examples (most similar last) and the current task, ending with its newest ``# ...`` line."""
 
-    def __init__(self, api: RobotApi) -> None:
-        self.static = load_prompt(CAP_PROMPT).replace("{api}", api.import_block()).rstrip("\n")
+    def __init__(self, api: RobotApi, examples: Sequence[str] = ()) -> None:
+        """``examples``: the few-shot examples of the static part (cap: the seeds as programs, :func:`seed_programs`)."""
+        self.static = (load_prompt(CAP_PROMPT).replace("{api}", api.import_block())
+                       .replace("{examples}", "\n\n".join(examples) if examples else "(none here: similar ones follow)")
+                       .rstrip("\n"))
 
     def build(self, objects: Sequence[str], turns: Sequence[tuple[str, Program]], command: str,
               examples: Sequence[str] = ()) -> str:
@@ -164,7 +186,8 @@ class BaselineAgent:
         functions["learn_from_interaction"] = lambda: None  # a baseline learns by storing successful runs
         self.sandbox = SandboxExecutor(self.api.bind(functions), limits or SandboxLimits(),
                                        on_kill=getattr(skills, "cancel_all", None), robot_functions=self.api.motion_names)
-        self.prompt = CapPrompt(self.api)
+        # equal priors: cap holds every seed in its prompt; dynamic-cap and helper retrieve the k most similar of them
+        self.prompt = CapPrompt(self.api, seed_programs(memory_config) if self.memory is None else ())
         self.reflect_template = load_prompt(REFLECT_PROMPT).replace("{api}", self.api.import_block())
         self.log = Transcript()
 

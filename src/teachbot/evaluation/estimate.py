@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from teachbot.console.prompt import PromptBuilder
+from teachbot.evaluation.baselines import CapPrompt, seed_programs
 from teachbot.evaluation.harness import METHODS, UNBOUND
 from teachbot.evaluation.sweep import SweepConfig, schedule
 from teachbot.language.registry import RobotApi
@@ -69,7 +70,8 @@ def estimate(config: SweepConfig, tasks: dict[str, type], prices: Mapping[str, P
     each model's price (None: unknown, 0)."""
     api = RobotApi.load("tabletop").without(UNBOUND)
     base = estimate_tokens(PromptBuilder.for_profile(api).base())
-    cap_base = estimate_tokens((share_dir() / "prompts" / "cap_tabletop.txt").read_text())
+    cap_base = estimate_tokens(CapPrompt(api).static)  # dynamic-cap, helper: the seeds come by retrieval
+    cap_seeded = estimate_tokens(CapPrompt(api, seed_programs()).static)  # cap: every seed in its prompt
     example = seed_tokens()
     runs = schedule(config, tasks)
     attempts = Range(1, 1 + config.person.max_corrections)
@@ -82,7 +84,7 @@ def estimate(config: SweepConfig, tasks: dict[str, type], prices: Mapping[str, P
             prompt = base + method.k * example
         else:  # a baseline writes one program per attempt (helper: up to 2 reflections more)
             statements = Range(attempts.low, attempts.high * (3 if method.kind == "helper" else 1))
-            prompt = cap_base + method.k * example
+            prompt = cap_seeded if method.kind == "cap" else cap_base + method.k * example
         per_call = Range(prompt + STATEMENT_TOKENS * statements.low / 2, prompt + STATEMENT_TOKENS * statements.high / 2)
         parts = {"interaction": (statements, Range(per_call.low * statements.low, per_call.high * statements.high))}
         if method.learning == "improve" and method.kind == "console":  # store_raw stores the interaction, no LLM
