@@ -11,8 +11,9 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 
 from teachbot.cli import main
-from teachbot.evaluation.raider_benchmark import ISSUE_TYPES, checker_factory, grounded_right, run_cases, score, summarise, write_outputs
-from teachbot.evaluation.raider_cases import load_cases
+from teachbot.evaluation.raider_benchmark import checker_factory, grounded_right, run_cases, score
+from teachbot.evaluation.raider_cases import ISSUE_LABELS, ISSUE_TYPES, VERDICT_OF, load_cases
+from teachbot.evaluation.raider_report import summarise, write_outputs
 from teachbot.raider.agent import CheckResult
 
 
@@ -28,20 +29,52 @@ def test_precond_scores_on_every_case_are_computed_and_reported(precond_scores, 
     o = summary["overall"]
     assert o["det"] == pytest.approx(100.0 * sum(s.det for s in precond_scores) / len(cases))
     assert o["expl"] <= o["det"]  # an explanation counts only with the right verdict
-    report = (tmp_path / "report.md").read_text()
-    for kind in ISSUE_TYPES:
-        assert re.search(rf"^\| {kind} \| \d+ \|", report, re.M), kind
-    # the baseline does what predefined models do: right on structured queries, weak on relations/categories
+    assert o["grnd_n"] == sum(c.needs_grounding for c in cases) < len(cases)  # Grnd over the cases that need grounding
+    lo, hi = o["det_ci"]
+    assert lo < o["det"] < hi  # a Wilson interval over the cases
+    # the baseline does what predefined models do: right on specific queries, weak on relations
     assert summary["abstraction"]["AS"]["det"] >= 95.0
     assert summary["abstraction"]["AR"]["det"] < summary["abstraction"]["AS"]["det"] - 30
-    print("\n" + report)  # the baseline's real scores, in the test log
+    print("\n" + (tmp_path / "report.md").read_text())  # the baseline's real scores, in the test log
+
+
+def test_the_reports_rows_are_the_papers_issue_types_by_the_case_definitions(precond_scores, tmp_path):
+    """Each row of the report names a paper issue type in the paper's words, counts exactly the cases defined as
+    that type, and sets the paper's Table 1 figure of the same type beside it; each counted case's ground truth
+    is that type's by the simulated world (the same check as test_raider_cases)."""
+    from test_raider_cases import check_ground_truth  # the suite's validation of a case's ground truth
+
+    from teachbot.evaluation.raider_cases import CaseWorlds
+    from teachbot.evaluation.raider_paper import PAPER_N, TABLE_1
+
+    cases = {c.id: c for c in load_cases()}
+    write_outputs(precond_scores, tmp_path, "precond")
+    report = (tmp_path / "report.md").read_text()
+    rows = re.findall(r"^\| (IA|IN|IU\d) ([^|]+) \| (\d+) \|.*\| ([\d.]+) \| ([\d.]+) \| (\d+) \|$", report, re.M)
+    assert [r[0] for r in rows] == list(ISSUE_TYPES)
+    for kind, label, n, precond_paper, raider_paper, paper_n in rows:
+        assert label.strip() == ISSUE_LABELS[kind]
+        counted = [s for s in precond_scores if s.issue_type == kind]
+        assert int(n) == len(counted) == sum(c.issue_type == kind for c in cases.values())
+        assert all(cases[s.id].issue_type == kind and cases[s.id].expected == VERDICT_OF[kind] for s in counted)
+        assert float(precond_paper) == TABLE_1["Precond"][kind] and float(raider_paper) == TABLE_1["RAIDER"][kind]
+        assert int(paper_n) == PAPER_N[kind]
+    assert ISSUE_LABELS["IU1"].startswith("target not within reach") and ISSUE_LABELS["IU5"].startswith("common sense")
+    assert ISSUE_LABELS["IU3"] == "target not present" and ISSUE_LABELS["IU6"].startswith("robot issue")
+    with CaseWorlds() as worlds:
+        for kind in ISSUE_TYPES:  # a sample of each row's cases, checked in the simulator
+            for s in [s for s in precond_scores if s.issue_type == kind][:3]:
+                check_ground_truth(cases[s.id], worlds.tools_for(cases[s.id]))
 
 
 def test_scores_follow_the_case():
     case = next(c for c in load_cases() if c.issue_type == "IA")
-    right = CheckResult(case.query, "ambiguity", " and ".join(alt[0] for alt in case.facts), list(case.grounding))
+    right = CheckResult(case.query, "ambiguity", "It could be the " + " or the ".join(alt[0] for alt in case.facts),
+                        list(case.grounding))
     s = score(case, right, case.names())
     assert s.det and s.expl and s.grnd
+    named = CheckResult(case.query, "ambiguity", " and ".join(alt[0] for alt in case.facts), list(case.grounding))
+    assert not score(case, named, case.names()).expl  # the objects named, but no reason given
     vague = CheckResult(case.query, "ambiguity", "it is unclear", list(case.grounding))
     assert not score(case, vague, case.names()).expl  # the right verdict without the facts
     wrong = CheckResult(case.query, "none", right.explanation, list(case.grounding[:1]))
@@ -63,8 +96,30 @@ def test_eval_raider_precond_from_the_command_line(tmp_path, capsys):
     assert len(lines) == sum(c.world == "tabletop" for c in load_cases())
     assert json.loads((out / "summary.json").read_text())["method"] == "precond"
     assert "precond:" in capsys.readouterr().out
-    assert main(["eval", "raider", "--method", "precond", "--out", str(out)]) != 0  # never mixes two runs
-    assert "already holds results.jsonl; give a new --out directory" in capsys.readouterr().err
+    assert main(["eval", "raider", "--method", "precond", "--out", str(out)]) != 0  # other settings: never mixes two runs
+    assert "holds a run with other settings (it differs in world)" in capsys.readouterr().err
+
+
+def test_trials_resume_and_intervals_over_trials(tmp_path, capsys):
+    out = tmp_path / "trials"
+    base = ["eval", "raider", "--method", "precond", "--world", "tabletop", "--limit", "6", "--out", str(out), "--no-progress"]
+    assert main([*base, "--trials", "2"]) == 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    first = [c for c in load_cases() if c.world == "tabletop"][:6]
+    assert sorted((r["id"], r["trial"]) for r in rows) == sorted((c.id, t) for c in first for t in (0, 1))
+    assert main([*base, "--trials", "2"]) == 0  # started again: nothing left to do, nothing added
+    assert len((out / "results.jsonl").read_text().splitlines()) == 12
+    with (out / "results.jsonl").open() as f:
+        kept = f.read().splitlines()
+    (out / "results.jsonl").write_text("\n".join(kept[:-3]) + "\n")  # an interrupted sweep: the last 3 checks lost
+    assert main([*base, "--trials", "3"]) == 0  # resumes, and adds a trial
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 18 and len({(r["id"], r["trial"]) for r in rows}) == 18
+    summary = json.loads((out / "summary.json").read_text())
+    o = summary["overall"]
+    assert o["trials"] == 3 and o["det_ci"] is not None and o["det_ci"][0] <= o["det"] <= o["det_ci"][1]
+    assert json.loads((out / "raider.json").read_text())["trials"] == 3
+    capsys.readouterr()
 
 
 def careful_chat(body: dict) -> str:
@@ -114,7 +169,7 @@ def test_visual_obs_reads_the_whole_scene_description():
     from teachbot.evaluation.raider_cases import CaseWorlds
     from teachbot.llm.scripted import ScriptedModel
 
-    case = next(c for c in load_cases() if c.issue_type == "IU5" and c.world == "tabletop")
+    case = next(c for c in load_cases() if c.issue_type == "IU2" and c.world == "tabletop")
 
     def judge(prompt: str) -> str:  # decides from the description it is given, like a model reading the scene
         blocked = re.findall(r"^  (.+) is on top of (.+)\.$", prompt, re.M)
@@ -143,7 +198,7 @@ def test_the_llm_judge_grades_explanations():
         return json.dumps({"correct": any(f.lower() in explanation.lower() for f in first), "reason": "compared"})
 
     judge = ExplanationJudge(ScriptedModel(respond=grader, stop=()))
-    case = next(c for c in load_cases() if c.issue_type == "IU5")
+    case = next(c for c in load_cases() if c.issue_type == "IU2")
     good = CheckResult(case.query, case.expected, " and ".join(f[0] for f in case.facts), list(case.grounding))
     assert judge.grade(case, good) is True
     assert judge.grade(case, CheckResult(case.query, case.expected, "something else entirely")) is False
@@ -152,3 +207,36 @@ def test_the_llm_judge_grades_explanations():
     scores = run_cases([case], checker_factory("precond"), judge=judge)
     summary = summarise(scores)
     assert summary["overall"]["judged_n"] == 1 and summary["overall"]["expl_judge"] in (0.0, 100.0)
+
+
+def test_the_judge_is_its_own_model_and_recorded(tmp_path, capsys):
+    """With --judge-model the judge's prompts go to that model, the agent's to the model under test; without it
+    the judge is the model under test and summary.json says so."""
+    def respond(body: dict) -> str:
+        text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        if "You grade the explanation" in text:
+            return json.dumps({"correct": body["model"] == "judge-model", "reason": "read the truth and the explanation"})
+        return careful_chat(body)
+
+    with FakeOpenAIServer() as server:
+        server.respond = respond
+        base = ["eval", "raider", "--method", "raider", "--world", "household", "--limit", "3", "--judge", "--no-progress",
+                "--llm-base-url", server.base_url, "--llm-model", "fake-model"]
+        assert main([*base, "--judge-model", "judge-model", "--out", str(tmp_path / "judged")]) == 0
+        by_model = {}
+        for r in server.requests:
+            if "messages" in r:
+                text = "\n".join(str(m.get("content") or "") for m in r["messages"])
+                by_model.setdefault(r["model"], []).append("You grade the explanation" in text)
+        assert main([*base, "--out", str(tmp_path / "self")]) == 0
+    assert set(by_model) == {"fake-model", "judge-model"}
+    assert all(by_model["judge-model"]) and not any(by_model["fake-model"])
+    judged = json.loads((tmp_path / "judged" / "summary.json").read_text())
+    assert judged["models"] == {"under_test": "fake-model", "judge": "judge-model", "planner": "judge-model",
+                                "judge_is_model_under_test": False}
+    rows = [json.loads(line) for line in (tmp_path / "judged" / "results.jsonl").read_text().splitlines()]
+    assert all(r["expl_judge"] == r["det"] for r in rows)  # the judge model answered (a wrong verdict is never judged right)
+    alone = json.loads((tmp_path / "self" / "summary.json").read_text())
+    assert alone["models"]["judge_is_model_under_test"] is True and alone["models"]["judge"] == "fake-model"
+    assert "not independent" in (tmp_path / "self" / "report.md").read_text()
+    capsys.readouterr()

@@ -13,9 +13,10 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 
 from teachbot.cli import main
-from teachbot.evaluation.raider_benchmark import checker_factory, report_markdown, run_cases, summarise
+from teachbot.evaluation.raider_benchmark import checker_factory, run_cases
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_recovery import evaluate_recovery, goal_of, recovery_api, recovery_rate
+from teachbot.evaluation.raider_report import report_markdown, summarise
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.raider.agent import CheckResult, parse_call
 from teachbot.raider.recovery import RecoveryPlanner
@@ -104,7 +105,7 @@ def test_an_ambiguity_is_resolved_by_asking_and_the_named_cup_is_held(worlds, ca
 
 
 def test_milk_in_the_closed_fridge_is_fetched_after_opening_it(worlds, cases):
-    case = cases["hh-iu5-01"]
+    case = cases["hh-iu2-01"]
     result = CheckResult(case.query, "unfeasibility", "milk is inside the fridge, which is closed.")
     out = evaluate_recovery(case, result, planner(), worlds)
     assert out.plan == "open('fridge')\ngrasp('milk')"
@@ -114,7 +115,7 @@ def test_milk_in_the_closed_fridge_is_fetched_after_opening_it(worlds, cases):
 
 
 def test_an_unpickable_thing_is_said_not_grasped(worlds, cases):
-    case = cases["hh-iu6-01"]
+    case = cases["hh-iu5-01"]
     result = CheckResult(case.query, "unfeasibility", "plate (a plate) is not pickable: the robot cannot grasp it")
     out = evaluate_recovery(case, result, planner(), worlds)
     assert out.success and out.acted == [] and "not pickable" in out.said[0], out
@@ -124,7 +125,7 @@ def test_an_unpickable_thing_is_said_not_grasped(worlds, cases):
 
 
 def test_a_plan_calling_a_function_the_robot_lacks_fails_naming_it(worlds, cases):
-    case = cases["tt-iu5-01"]
+    case = cases["tt-iu2-01"]
     result = CheckResult(case.query, "unfeasibility", "blue block is on top of green block.")
     out = evaluate_recovery(case, result, planner(lambda _p: "```python\nlift_off('blue block')\n```"), worlds)
     assert not out.success and "lift_off()" in out.error and "not a robot function" in out.why
@@ -132,23 +133,23 @@ def test_a_plan_calling_a_function_the_robot_lacks_fails_naming_it(worlds, cases
 
 def test_goals_follow_the_ground_truth(cases):
     assert goal_of(cases["tt-ia-02"]).args == ("red block", "blue bowl")  # the person's choice fills the ambiguous slot
-    assert goal_of(cases["hh-in-05"]).thing == "apple juice" and goal_of(cases["hh-iu1-04"]).named == ("plate",)
+    assert goal_of(cases["hh-in-05"]).thing == "apple juice" and goal_of(cases["hh-iu3-04"]).named == ("plate",)
 
 
 def test_run_cases_fills_recov_plan_for_right_issue_verdicts_and_reports_it(cases):
-    chosen = [cases[i] for i in ("hh-ia-01", "hh-iu6-01", "hh-in-01", "tt-iu5-01", "tt-iu2-03", "tt-iu4-01")]
+    chosen = [cases[i] for i in ("hh-ia-01", "hh-iu5-01", "hh-in-01", "tt-iu2-01", "tt-iu6-03", "tt-iu1-01")]
     started = time.monotonic()
     scores = run_cases(chosen, checker_factory("precond"), recover=planner())
     by_id = {s.id: s for s in scores}
     assert by_id["hh-in-01"].recov_plan is None  # no issue: nothing to recover from
     assert {i: s.recov_plan for i, s in by_id.items() if i != "hh-in-01"} == dict.fromkeys(
-        ("hh-ia-01", "hh-iu6-01", "tt-iu5-01", "tt-iu2-03", "tt-iu4-01"), True)
+        ("hh-ia-01", "hh-iu5-01", "tt-iu2-01", "tt-iu6-03", "tt-iu1-01"), True)
     summary = summarise(scores)
     assert summary["overall"]["recov_plan"] == 100.0 and summary["overall"]["recov_n"] == 5
     assert summary["issue_type"]["IN"]["recov_plan"] is None
     assert recovery_rate([]) is None
     report = report_markdown(summary, "precond")
-    assert "Recov_Plan" in report and re.search(r"^\| IU5 \| 1 \|.*\| 100\.0 \|", report, re.M), report
+    assert "Recov_Plan" in report and re.search(r"^\| IU5 common sense[^|]*\| 1 \|.*\| 100\.0 \|", report, re.M), report
     print(f"\n{len(chosen)} cases with recovery in {time.monotonic() - started:.1f} s\n{report}")
 
 

@@ -3,11 +3,17 @@
     teachbot eval raider --method precond --out DIR                       # offline, no model
     teachbot eval raider --method raider --ablation QGEN_GRND --llm-base-url URL --llm-model NAME --out DIR
     teachbot eval raider --method precond --recovery --llm-base-url URL --llm-model NAME --out DIR  # + Recov_Plan
+    teachbot eval raider --method raider --judge --recovery --judge-model NAME ... --trials 3 --out DIR
+
+The judge and the recovery planner are the --judge-model (on --judge-base-url, default the same endpoint) when
+one is given, else the model under test; summary.json records which (models.judge_is_model_under_test).
+A run started again with the same settings skips the checks it holds; a higher --trials adds trials.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -33,10 +39,15 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     p.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")
     p.add_argument("--judge", action="store_true",
-                   help="also grade each explanation with an LLM judge (the issue_detection role's model)")
+                   help="also grade each explanation with an LLM judge (--judge-model, else the model under test)")
     p.add_argument("--recovery", action="store_true",
                    help="Recov_Plan: run the recovery plan of each right issue verdict in the case's world (needs a model: "
-                        "the issue_detection role's, also with --method precond)")
+                        "--judge-model, else the model under test; also with --method precond)")
+    p.add_argument("--judge-model", default="", metavar="NAME",
+                   help="the model of the judge and the recovery planner, not the model under test (default: the model under "
+                        "test, recorded as not independent)")
+    p.add_argument("--judge-base-url", default="", metavar="URL", help="the judge model's endpoint (default: --llm-base-url)")
+    p.add_argument("--trials", type=int, default=1, help="check every case N times (95 %% intervals over the trials)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -44,16 +55,15 @@ def register(kinds: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the cases with the method; write results.jsonl, summary.json and report.md."""
     # deferred: pybullet, loaded when the command runs
-    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, write_outputs
+    from teachbot.evaluation.raider_benchmark import checker_factory, open_output, run_cases
     from teachbot.evaluation.raider_cases import load_cases  # deferred: pybullet, loaded when the command runs
+    from teachbot.evaluation.raider_report import write_outputs  # deferred: scipy, loaded when the command runs
     from teachbot.raider.config import RaiderConfig  # deferred: loaded when the command runs
     from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
 
-    trace_into(Path(args.out) / "traces", "teachbot-eval-raider")  # every run's trace beside its results (their trace_id)
-
     out = Path(args.out)
-    if (out / "results.jsonl").exists():
-        raise ConfigError(f"{out} already holds results.jsonl; give a new --out directory")
+    if args.trials < 1:
+        raise ConfigError(f"--trials must be 1 or more, got {args.trials}")
     cases = load_cases([Path(c) for c in args.cases] or None)
     if args.world != "all":
         cases = [c for c in cases if c.world == args.world]
@@ -66,41 +76,66 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, prompt=args.ablation)
     if args.tool_calling:
         config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
-    model = None
+    model, judge_model, models = None, None, {}
     extras = args.recovery or args.judge
-    if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config):
-        raise ConfigError("--recovery and --judge need a model; give --llm-base-url and --llm-model (or --llm-config)")
+    if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config or args.judge_model):
+        raise ConfigError("--recovery and --judge need a model; give --judge-model, or --llm-base-url and --llm-model (or --llm-config)")
     if args.method != "precond" or extras:
-        from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
+        from teachbot.llm.factory import model_from_config, role_settings  # deferred: loaded when the command runs
 
         raw = llm_config(args)
-        check_endpoint(raw, "issue_detection")
-        model = model_from_config(raw, "issue_detection")
+        if args.method != "precond" or not args.judge_model:
+            check_endpoint(raw, "issue_detection")
+            model = model_from_config(raw, "issue_detection")
+            if args.method != "precond":
+                models["under_test"] = str(role_settings(raw, "issue_detection").get("model") or model.name)
+        judge_model = model
+        if args.judge_model:
+            judged = copy.deepcopy(raw)
+            section = judged.setdefault("llm", {}) if "llm" in judged or not judged else judged
+            roles = section.setdefault("roles", {}) or {}
+            section["roles"] = roles
+            base = role_settings(raw, "issue_detection")
+            roles["issue_detection"] = {**base, "backend": "openai", "model": args.judge_model,
+                                        "base_url": args.judge_base_url or base.get("base_url", "")}
+            check_endpoint(judged, "issue_detection")
+            judge_model = model_from_config(judged, "issue_detection")
+        if extras:
+            name = args.judge_model or str(role_settings(raw, "issue_detection").get("model") or judge_model.name)
+            models.update(judge=name, planner=name,
+                          judge_is_model_under_test=judge_model is model and args.method != "precond")
     recover = None
     if args.recovery:
         from teachbot.evaluation.raider_recovery import recovery_api  # deferred: pybullet, loaded when the command runs
         from teachbot.raider.recovery import RecoveryPlanner  # deferred: loaded when the command runs
 
-        recover = RecoveryPlanner(model, recovery_api("household"))  # the tabletop cases get the tabletop API
+        recover = RecoveryPlanner(judge_model, recovery_api("household"))  # the tabletop cases get the tabletop API
     judge = None
     if args.judge:
         from teachbot.evaluation.raider_judge import ExplanationJudge  # deferred: pybullet, loaded when the command runs
 
-        judge = ExplanationJudge(model)
+        judge = ExplanationJudge(judge_model)
+    settings = {"method": args.method, "ablation": config.prompt, "tool_calling": args.tool_calling, "world": args.world,
+                "cases": sorted(args.cases), "limit": args.limit, "judge": args.judge, "recovery": args.recovery,
+                "models": models, "trials": args.trials}
+    done = open_output(out, settings)
+    trace_into(out / "traces", "teachbot-eval-raider")  # every run's trace beside its results (their trace_id)
     bar = None
     if not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm  # deferred: tqdm, loaded when the command runs
 
-        bar = tqdm(total=len(cases), unit="case", desc=args.method)
+        bar = tqdm(total=len(cases) * args.trials, initial=len(done), unit="check", desc=args.method)
     scores = run_cases(cases, checker_factory(args.method, model, config), out,
-                       progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover, judge=judge)
+                       progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover, judge=judge,
+                       trials=args.trials, done=done)
     if bar is not None:
         bar.close()
-    summary = write_outputs(scores, out, args.method)
+    summary = write_outputs(scores, out, args.method, models)
     o = summary["overall"]
     recovered = f", Recov_Plan {o['recov_plan']:.1f} % of {o['recov_n']}" if o.get("recov_plan") is not None else ""
     if o.get("expl_judge") is not None:
         recovered += f", Expl by the judge {o['expl_judge']:.1f} % of {o['judged_n']}"
-    print(f"{args.method}: {o['n']} cases, Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
+    grnd = "-" if o["grnd"] is None else f"{o['grnd']:.1f} %"
+    print(f"{args.method}: {o['n']} checks, Grnd {grnd}, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
           f"{o['time']:.3f} s per check{recovered}\nreport: {out / 'report.md'}", flush=True)
     return 0

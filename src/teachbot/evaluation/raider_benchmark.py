@@ -2,12 +2,15 @@
 
 Methods: ``raider`` (the agent with a model and a prompt ablation), ``precond`` (predefined precondition
 checks, no model) and ``visual-obs`` (one model call with the whole scene described instead of tools).
-Scores per case: Grnd (the grounded objects are the expected ones), Det (the verdict is right), Expl
-(the verdict is right and the explanation mentions every key fact of the case), Time. The output
-follows the evaluation harness: ``results.jsonl`` (one line per case), ``summary.json`` and
-``report.md`` with a per-issue-type table like the RAIDER paper's Table 1. With a recovery planner,
-Recov_Plan too: for each case whose issue verdict is right, the recovery plan runs in the case's world
-and counts when it works (:mod:`teachbot.evaluation.raider_recovery`). Pure Python, no ROS.
+Scores per case: Grnd (for the cases that need grounding: the grounded objects are the expected ones, or
+an ambiguity detected), Det (the verdict is right), Expl (the verdict is right and the explanation gives
+the case's reason and key facts: teachbot.evaluation.raider_explain), Time, and the model turns that drew
+a warning and were corrected. ``--trials N`` repeats every case N times; ``results.jsonl`` gains one line
+per finished check (with its trial) and a run started again with the same settings skips what is there
+(``raider.json`` holds the settings). ``summary.json`` and ``report.md`` come from
+teachbot.evaluation.raider_report. With a recovery planner, Recov_Plan too: for each case whose issue
+verdict is right, the recovery plan runs in the case's world (teachbot.evaluation.raider_recovery).
+Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase, fact_score
+from teachbot.errors import ConfigError
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
+from teachbot.evaluation.raider_explain import explained, reasons
 from teachbot.evaluation.raider_judge import ExplanationJudge
 from teachbot.evaluation.raider_recovery import evaluate_recovery
 from teachbot.language.prompts import load_prompt
@@ -32,15 +37,14 @@ from teachbot.raider.tools import GroundedTools, ToolError, normalise
 from teachbot.tracing import evaluation_run
 
 METHODS = ("raider", "precond", "visual-obs")
-ISSUE_TYPES = ("IA", "IU1", "IU2", "IU3", "IU4", "IU5", "IU6", "IN")
-PAPER = {  # RAIDER (GPT-4o) explanation success per issue type, %
-    "IA": 100.0, "IU1": 85.7, "IU2": 75.0, "IU3": 90.9, "IU4": 96.8, "IU5": 68.4, "IU6": 85.2, "IN": 92.3,
-}
+SETTINGS_FILE = "raider.json"
+RESULTS = "results.jsonl"
 
 
 @dataclass(frozen=True)
 class CaseScore:
-    """One case's outcome and scores; ``recov_plan`` is None where recovery was not evaluated."""
+    """One check's outcome and scores; ``grnd`` is None for a case that needs no grounding, ``recov_plan`` where
+    recovery was not evaluated. ``stated``: the issue types whose reason the explanation states."""
 
     id: str
     world: str
@@ -51,7 +55,7 @@ class CaseScore:
     verdict: str
     explanation: str
     grounding: list[str]
-    grnd: bool
+    grnd: bool | None
     det: bool
     expl: bool
     time: float
@@ -62,6 +66,16 @@ class CaseScore:
     recov_plan: bool | None = None
     expl_judge: bool | None = None  # the LLM judge's grade of the explanation (None: not judged)
     trace_id: str = ""  # the case's trace (teachbot trace show <trace_id>)
+    trial: int = 0
+    stated: list[str] = field(default_factory=list)
+    warned_turns: int = 0  # model turns that drew a warning
+    corrected: int = 0  # of those, the ones whose next turn drew none
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseScore:
+        """A line of results.jsonl (a line from before trials is trial 0)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
 
 
 def grounded_right(case: RaiderCase, grounding: Iterable[str], known: Iterable[str]) -> bool:
@@ -71,13 +85,33 @@ def grounded_right(case: RaiderCase, grounding: Iterable[str], known: Iterable[s
     return got == {normalise(g) for g in case.grounding}
 
 
-def score(case: RaiderCase, result: CheckResult, known: Iterable[str]) -> CaseScore:
+def grounding_score(case: RaiderCase, result: CheckResult, known: Iterable[str]) -> bool | None:
+    """The paper's Grnd for one case: None when it needs no grounding; for an ambiguity, the ambiguity detected;
+    else the query grounded to exactly the expected objects."""
+    if not case.needs_grounding:
+        return None
+    if case.issue_type == "IA":
+        return result.final_response == "ambiguity"
+    return grounded_right(case, result.grounding, known)
+
+
+def corrections(turn_warnings: Sequence[int]) -> tuple[int, int]:
+    """(turns that drew a warning, those whose next turn drew none: the model corrected itself)."""
+    warned = sum(1 for w in turn_warnings if w)
+    corrected = sum(1 for w, after in zip(turn_warnings, turn_warnings[1:], strict=False) if w and not after)
+    return warned, corrected
+
+
+def score(case: RaiderCase, result: CheckResult, known: Iterable[str], trial: int = 0) -> CaseScore:
+    """One check scored against its case."""
     det = result.final_response == case.expected
+    warned, corrected = corrections(getattr(result, "turn_warnings", []))
     return CaseScore(
         case.id, case.world, case.issue_type, case.abstraction, case.form, case.expected, result.final_response,
-        result.explanation, list(result.grounding), grounded_right(case, result.grounding, known), det,
-        det and fact_score(case, result.explanation) == 1.0, result.elapsed, result.turns, len(result.tool_calls),
-        len(result.warnings), result.stopped,
+        result.explanation, list(result.grounding), grounding_score(case, result, known), det,
+        explained(case, result.final_response, result.explanation), result.elapsed, result.turns, len(result.tool_calls),
+        len(result.warnings), result.stopped, trial=trial, stated=reasons(result.explanation),
+        warned_turns=warned, corrected=corrected,
     )
 
 
@@ -141,29 +175,58 @@ def checker_factory(method: str, model: Model | None = None, config: RaiderConfi
     raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
 
 
+def open_output(out: Path, settings: dict[str, Any]) -> list[CaseScore]:
+    """Create ``out`` for a run with ``settings``, or resume it: the scores already in its results.jsonl.
+
+    A directory holding a run with other settings (``raider.json``; a higher ``trials`` is the same run with more
+    trials), or results without settings, is refused so nothing is mixed or overwritten."""
+    out.mkdir(parents=True, exist_ok=True)
+    marker, results = out / SETTINGS_FILE, out / RESULTS
+    if marker.exists():
+        held = json.loads(marker.read_text())
+        diff = sorted(k for k in set(held) | set(settings) if held.get(k) != settings.get(k))
+        if diff and not (diff == ["trials"] and int(held.get("trials", 1)) < int(settings["trials"])):
+            raise ConfigError(f"{out} holds a run with other settings (it differs in {', '.join(diff)}); choose another "
+                              "--out, or repeat that run's settings to resume it (a higher --trials adds trials)")
+    elif results.exists():
+        raise ConfigError(f"{out} already holds results.jsonl without {SETTINGS_FILE}; give a new --out directory")
+    marker.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    if not results.exists():
+        return []
+    return [CaseScore.from_json(json.loads(line)) for line in results.read_text().splitlines() if line.strip()]
+
+
 def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | None = None,
               progress: Callable[[CaseScore], None] | None = None, recover: RecoveryPlanner | None = None,
-              judge: ExplanationJudge | None = None) -> list[CaseScore]:
-    """Check every case in its simulated world; with ``out``, append each score to results.jsonl. With
-    ``recover``, run the recovery plan of each case whose issue verdict is right (recovery.jsonl); with
-    ``judge``, grade each explanation by the LLM judge too."""
-    scores = []
+              judge: ExplanationJudge | None = None, trials: int = 1, done: Sequence[CaseScore] = (),
+              on_trial: Callable[[int], None] | None = None) -> list[CaseScore]:
+    """Check every case in its simulated world, ``trials`` times; the (case, trial) pairs in ``done`` are kept and
+    skipped. With ``out``, append each new score to results.jsonl. With ``recover``, run the recovery plan of each
+    case whose issue verdict is right (recovery.jsonl); with ``judge``, grade each explanation by the LLM judge too.
+    ``on_trial(t)`` is called before a trial's first new check (a stand-in reseeds itself there)."""
+    wanted = {c.id for c in cases}
+    scores = [s for s in done if s.id in wanted and s.trial < trials]
+    finished = {(s.id, s.trial) for s in scores}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     with CaseWorlds() as worlds:
-        for case in cases:
-            with evaluation_run("raider", task=case.id, issue=case.issue_type, world=case.world) as trace_id:
-                scores.append(_run_case(case, worlds, make_checker, out, recover, judge, trace_id))
-            if out is not None:
-                with (out / "results.jsonl").open("a") as f:
-                    f.write(json.dumps(asdict(scores[-1])) + "\n")
-            if progress is not None:
-                progress(scores[-1])
+        for trial in range(trials):
+            todo = [c for c in cases if (c.id, trial) not in finished]
+            if todo and on_trial is not None:
+                on_trial(trial)
+            for case in todo:
+                with evaluation_run("raider", task=case.id, issue=case.issue_type, world=case.world) as trace_id:
+                    scores.append(_run_case(case, worlds, make_checker, out, recover, judge, trace_id, trial))
+                if out is not None:
+                    with (out / RESULTS).open("a") as f:
+                        f.write(json.dumps(asdict(scores[-1])) + "\n")
+                if progress is not None:
+                    progress(scores[-1])
     return scores
 
 
 def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: Path | None, recover: RecoveryPlanner | None,
-              judge: ExplanationJudge | None, trace_id: str) -> CaseScore:
+              judge: ExplanationJudge | None, trace_id: str, trial: int = 0) -> CaseScore:
     """One case checked (and recovered, and judged, as asked), its score with its trace id."""
     tools = worlds.tools_for(case)
     listing = json.loads(tools.object_detection())
@@ -172,7 +235,7 @@ def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: 
         result = make_checker(tools, case.world).check(case.query)
     except ToolError as exc:  # a checker that cannot even start counts as no verdict
         result = CheckResult(case.query, "", str(exc), stopped="error")
-    s = score(case, result, known)
+    s = score(case, result, known, trial)
     if judge is not None:
         s = replace(s, expl_judge=judge.grade(case, result))
     if recover is not None and s.det and result.issue:
@@ -180,69 +243,5 @@ def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: 
         s = replace(s, recov_plan=outcome.success)
         if out is not None:
             with (out / "recovery.jsonl").open("a") as f:
-                f.write(json.dumps(asdict(outcome)) + "\n")
+                f.write(json.dumps({**asdict(outcome), "trial": trial}) + "\n")
     return replace(s, trace_id=trace_id)
-
-
-def summarise(scores: Sequence[CaseScore]) -> dict[str, Any]:
-    """Rates (percent) overall, per issue type, per abstraction and per world; mean time; recov_plan over
-    the ``recov_n`` cases whose recovery was evaluated (None when none was)."""
-    def rates(group: Sequence[CaseScore]) -> dict[str, Any]:
-        n = len(group)
-        if not n:
-            return {"n": 0}
-        recovered = [s.recov_plan for s in group if s.recov_plan is not None]
-        judged = [s.expl_judge for s in group if s.expl_judge is not None]
-        return {"judged_n": len(judged), "expl_judge": 100.0 * sum(judged) / len(judged) if judged else None,
-                "n": n, "grnd": 100.0 * sum(s.grnd for s in group) / n, "det": 100.0 * sum(s.det for s in group) / n,
-                "expl": 100.0 * sum(s.expl for s in group) / n, "time": sum(s.time for s in group) / n,
-                "recov_n": len(recovered), "recov_plan": 100.0 * sum(recovered) / len(recovered) if recovered else None}
-
-    def by(key: str) -> dict[str, dict[str, Any]]:
-        values = sorted({getattr(s, key) for s in scores})
-        return {v: rates([s for s in scores if getattr(s, key) == v]) for v in values}
-
-    return {"overall": rates(scores), "issue_type": by("issue_type"), "abstraction": by("abstraction"),
-            "world": by("world"), "form": by("form")}
-
-
-def report_markdown(summary: dict[str, Any], method: str) -> str:
-    """The report: overall scores and the per-issue-type table next to the paper's figures."""
-    def recov(r: dict[str, Any]) -> str:
-        return "-" if r.get("recov_plan") is None else f"{r['recov_plan']:.1f}"
-
-    o = summary["overall"]
-    recovered = f" Recov_Plan {recov(o)} % of {o['recov_n']} right issue verdicts." if o.get("recov_n") else ""
-    if o.get("judged_n"):
-        recovered += f" Expl by the LLM judge {o['expl_judge']:.1f} % of {o['judged_n']} graded."
-    lines = [f"# Issue detection: {method}", "",
-             f"{o['n']} cases. Grnd {o['grnd']:.1f} %, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
-             f"mean time {o['time']:.3f} s per check.{recovered}", "",
-             "| issue type | n | Grnd % | Det % | Expl % | Expl judge % | Time s | Recov_Plan % | RAIDER paper Expl % |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for kind in ISSUE_TYPES:
-        r = summary["issue_type"].get(kind)
-        if r:
-            judged = "-" if r.get("expl_judge") is None else f"{r['expl_judge']:.1f}"
-            lines.append(f"| {kind} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} | {judged} | {r['time']:.3f} | "
-                         f"{recov(r)} | {PAPER[kind]:.1f} |")
-    for key, title in (("abstraction", "abstraction"), ("world", "world"), ("form", "query form")):
-        lines += ["", f"| {title} | n | Grnd % | Det % | Expl % |", "|---|---|---|---|---|"]
-        for value, r in summary[key].items():
-            lines.append(f"| {value} | {r['n']} | {r['grnd']:.1f} | {r['det']:.1f} | {r['expl']:.1f} |")
-    lines += ["", "Grnd: the grounded objects are exactly the expected ones. Det: the verdict (ambiguity, unfeasibility, "
-              "none) is right. Expl: the verdict is right and the explanation names every key fact of the case. "
-              "Expl judge (- when not run): the verdict is right and the LLM judge finds the explanation gives the true reason. "
-              "Recov_Plan (- when not run): of the right issue verdicts, the share whose recovery plan works in the case's "
-              "world (the action then succeeds, or the robot rightly says it cannot). "
-              "The paper's figures are GPT-4o on its AI2-THOR dataset, for orientation only."]
-    return "\n".join(lines) + "\n"
-
-
-def write_outputs(scores: Sequence[CaseScore], out: Path, method: str) -> dict[str, Any]:
-    """summary.json and report.md in ``out`` (results.jsonl is written while running)."""
-    summary = summarise(scores)
-    summary["method"] = method
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "report.md").write_text(report_markdown(summary, method))
-    return summary

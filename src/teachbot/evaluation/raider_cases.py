@@ -2,8 +2,9 @@
 
 A case (``config/benchmarks/raider/*.yaml``) is a small scene in its world's own scene format, a setup
 (what the hand holds, where the household base stands, what rests on what), an action query and its
-ground truth: the verdict, the issue type (IA, IU1..IU6, IN), the objects the query refers to and the
-facts an explanation must mention. :func:`load_cases` reads and checks them; :class:`CaseWorlds` keeps
+ground truth: the verdict, the issue type, the objects the query refers to and the facts an explanation
+must mention. Issue types, query abstractions and query types are the RAIDER paper's (its §4.1.1):
+:data:`ISSUE_LABELS`, :data:`ABSTRACTION_LABELS`, :data:`FORM_LABELS`. :func:`load_cases` reads and checks them; :class:`CaseWorlds` keeps
 one PyBullet world per world type, loads a case into it with its setup really applied (the gripper
 holds the object, the base stands at its place) and answers with the grounded tools over a scene model
 built from the simulator, as perception would. No ROS here.
@@ -12,6 +13,7 @@ built from the simulator, as perception would. No ROS here.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +32,7 @@ from teachbot.perception.household import HouseholdPerception
 from teachbot.perception.localize import Observation, category_of
 from teachbot.perception.pipeline import Perception
 from teachbot.raider.config import RaiderConfig
+from teachbot.raider.precond import ACTIONS
 from teachbot.raider.tools import GroundedTools, Reach, normalise
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
@@ -45,9 +48,26 @@ from teachbot.world.scene import SceneSpec, TabletopConfig, scene_from_yaml
 
 WORLDS = ("household", "tabletop")
 VERDICTS = ("ambiguity", "unfeasibility", "none")
-ISSUE_TYPES = ("IA", "IU1", "IU2", "IU3", "IU4", "IU5", "IU6", "IN")
+ISSUE_TYPES = ("IA", "IN", "IU1", "IU2", "IU3", "IU4", "IU5", "IU6")  # the order of the paper's Table 1
+ISSUE_LABELS = {  # the paper's §4.1.1, word for word where it has words
+    "IA": "ambiguity: two or more items match the query",
+    "IN": "no issue",
+    "IU1": "target not within reach (too far)",
+    "IU2": "target obstructed",
+    "IU3": "target not present",
+    "IU4": "target in wrong state",
+    "IU5": "common sense: target with wrong properties",
+    "IU6": "robot issue: holding / not holding an object",
+}
 ABSTRACTIONS = ("AS", "AN", "AR", "AC")
+ABSTRACTION_LABELS = {
+    "AS": "abstract specific: the arguments named directly and clearly ('pick the banana from the fridge')",
+    "AN": "abstract by name: an argument referred to by category or general attribute ('the electronic device')",
+    "AR": "abstract by spatial relationship ('the utensil to the left of the microwave')",
+    "AC": "abstract by conditioned state ('the clean utensil')",
+}
 FORMS = ("structured", "natural")
+FORM_LABELS = {"structured": "QS structured query", "natural": "QU unstructured (natural language) query"}
 VERDICT_OF = {"IA": "ambiguity", "IN": "none", **{f"IU{k}": "unfeasibility" for k in range(1, 7)}}
 CASE_FILES = ("household.yaml", "tabletop.yaml")
 FIELDS = ("id", "world", "scene", "setup", "query", "form", "abstraction", "expected", "issue_type", "grounding", "facts")
@@ -56,6 +76,14 @@ SETUP_KEYS = ("held", "at", "support")
 # need objects beyond the arm's 0.85 m, and the workspace ends at about that distance.
 TABLE_MARGIN = 0.05
 SETTLE = 0.3  # seconds of physics after a case's setup
+# Words that are no fact of a case: any explanation may use them (or the action's own verb), whatever its reason.
+# The reason itself is scored by its issue type (teachbot.evaluation.raider_explain), not by a fact.
+LOOSE_FACTS = frozenset({
+    "no", "not", "none", "nothing", "can", "cannot", "can't", "is", "it", "the", "a", "an", "hold", "holds", "holding",
+    "free", "full", "far", "near", "close", "next to", "reach", "already", "blocked", "blocking", "on it",
+    "on top", "occupied", "missing", "issue", "problem", "robot", "hand", "gripper", "object", "thing",
+    *(verb for spec in ACTIONS.values() for verb in spec.verbs), *ACTIONS,
+})
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,11 @@ class RaiderCase:
     grounding: tuple[str, ...]
     facts: tuple[tuple[str, ...], ...]
     source: str = ""
+
+    @property
+    def needs_grounding(self) -> bool:
+        """The paper's Grnd counts this case: an abstract query (AN, AR, AC) or an ambiguity."""
+        return self.abstraction != "AS" or self.issue_type == "IA"
 
     def scene_spec(self) -> SceneSpec | HouseholdScene:
         """The parsed scene (cached per text)."""
@@ -158,8 +191,6 @@ def parse_case(raw: Any, source: str = "cases") -> RaiderCase:
         if VERDICT_OF[raw["issue_type"]] != raw["expected"]:
             raise ValueError(f"verdict {raw['expected']!r} does not fit issue type {raw['issue_type']} "
                              f"(expected {VERDICT_OF[raw['issue_type']]!r})")
-        if (raw["abstraction"] == "AS") != (raw["form"] == "structured"):
-            raise ValueError(f"abstraction {raw['abstraction']} does not fit form {raw['form']!r} (AS is the structured form)")
         if not isinstance(raw["query"], str) or not raw["query"].strip():
             raise ValueError("query must be a non-empty string")
         if not isinstance(raw["scene"], Mapping):
@@ -182,8 +213,12 @@ def parse_case(raw: Any, source: str = "cases") -> RaiderCase:
 def _check_names(case: RaiderCase) -> None:
     objects = list(case.scene_spec().names())
     known = case.names()
-    if case.issue_type == "IU1" and case.grounding:
-        raise ValueError("an IU1 case (missing object) grounds to the empty list")
+    loose = [alt for fact in case.facts for alt in fact if normalise(alt) in LOOSE_FACTS]
+    if loose:
+        raise ValueError(f"facts {loose} say nothing specific to the case (a word any explanation may use, or an action's "
+                         "verb); name the objects and the state, holder or blocker that decide it")
+    if case.issue_type == "IU3" and case.grounding:
+        raise ValueError("an IU3 case (target not present) grounds to the empty list")
     if case.issue_type == "IA" and len(case.grounding) < 2:
         raise ValueError("an IA case (ambiguity) names every candidate in grounding, at least two")
     strangers = [g for g in case.grounding if g not in known]
@@ -215,10 +250,14 @@ def load_cases(paths: Iterable[str | Path] | None = None) -> list[RaiderCase]:
     return cases
 
 
+def mentions(text: str, words: str) -> bool:
+    """``words`` occur in ``text`` as whole words (case, underscores and a plural s aside): 'no' is not in 'not'."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(normalise(words))}(?:e?s)?(?![a-z0-9])", normalise(text)) is not None
+
+
 def fact_score(case: RaiderCase, explanation: str) -> float:
-    """Share of the case's facts that ``explanation`` mentions (one alternative each; case-insensitive)."""
-    text = normalise(explanation)
-    return sum(any(normalise(alt) in text for alt in fact) for fact in case.facts) / len(case.facts)
+    """Share of the case's facts that ``explanation`` mentions (one alternative each, as whole words)."""
+    return sum(any(mentions(explanation, alt) for alt in fact) for fact in case.facts) / len(case.facts)
 
 
 # ---------------------------------------------------------------------- the worlds

@@ -5,18 +5,18 @@ writes a plan; it runs in the console sandbox against the simulated robot of the
 scene and setup loaded by :class:`~teachbot.evaluation.raider_cases.CaseWorlds`), with a simulated person who
 answers ``ask()`` from the ground truth, and is judged by the world afterwards. The rule per issue type:
 
-- IA, IU2, IU5 (and IN): the robot can fix it (ask which one, free or fetch the hand, open the
-  container, move what blocks), so the plan counts when the original action's effect holds in the
+- IA, IU2, IU6 (and IN): the robot can fix it (ask which one, move what obstructs or open the
+  container, free or fetch the hand), so the plan counts when the original action's effect holds in the
   world afterwards: grasp/pick: the object held; place/put_first_on_second: the object on its target;
   place_object: what the hand held (or, with an empty hand, something) rests at the place;
   handover_object_to_human: the thing is with the person; open/close: the door or drawer open/closed;
   toggle: switched; slice: sliced; wipe: clean. For IA the action is the one with the candidate the
   person named (the expected grounding's first).
-- IU1 (missing), IU3 (state: already done, or the thing is not as asked), IU4 (out of reach; the
-  tabletop arm is fixed, and the household cases are beyond reach even from the thing's place) and
-  IU6 (property): nothing the robot does fixes it, so the plan counts when it says so: at least one
+- IU1 (out of reach; the tabletop arm is fixed, and the household cases are beyond reach even from the
+  thing's place), IU3 (not present), IU4 (wrong state: already done, or the thing is not as asked) and
+  IU5 (wrong properties): nothing the robot does fixes it, so the plan counts when it says so: at least one
   ``say()`` and no physical call that retries the action, i.e. the action's function on the action's
-  own arguments (the grounding; for IU1 the query's words), or any call of that function when the query
+  own arguments (the grounding; for IU3 the query's words), or any call of that function when the query
   names no argument (a category, a handover). Substitutes the person did not ask for are allowed.
 
 Either way a plan that raises is a failure with its error line. The person: for an ambiguity, "The
@@ -58,7 +58,7 @@ from teachbot.skills.interfaces import CancelToken
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.scene import TabletopConfig
 
-TELL_TYPES = ("IU1", "IU3", "IU4", "IU6")  # the robot cannot fix these; IA, IU2, IU5 (and IN) it can
+TELL_TYPES = ("IU1", "IU3", "IU4", "IU5")  # the robot cannot fix these; IA, IU2, IU6 (and IN) it can
 CALL_LIMIT = 60.0  # wall seconds per physical robot call
 PLAN_LIMIT = 180.0  # wall seconds of physical robot calls per plan
 HANDOVER_AFTER = 0.3  # seconds until the simulated person takes a handed-over object
@@ -109,7 +109,7 @@ def goal_of(case: RaiderCase) -> Goal:
         args = [*parsed[:n], *[""] * (n - len(parsed))]
         slot = next((i for i, a in enumerate(args) if a not in known), 0)
         args = [case.grounding[0] if i == slot else a for i, a in enumerate(args)] if n else [case.grounding[0]]
-    elif case.issue_type == "IU1":
+    elif case.issue_type == "IU3":
         args = parsed[:n]
     else:
         args = list(case.grounding[: max(n, 1)])

@@ -62,6 +62,7 @@ class CheckResult:
     grounding: list[str] = field(default_factory=list)
     tool_calls: list[ToolUse] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    turn_warnings: list[int] = field(default_factory=list)  # per model turn: how many warnings it drew
     turns: int = 0
     elapsed: float = 0.0
     stopped: str = ""
@@ -275,11 +276,13 @@ class RaiderAgent:
             elif turn.final is not None:
                 warning = self._finish(result, turn.final)
                 if not warning:
+                    result.turn_warnings.append(len(notes))
                     break
                 notes.append(warning)
             for note in notes:
                 conversation += f"{WARNING} {note}\n"
             result.warnings += notes
+            result.turn_warnings.append(len(notes))
         result.transcript = conversation
 
     # -------------------------------------------------------------- native tool calls
@@ -344,13 +347,16 @@ class RaiderAgent:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
                 lines.append(content)
             if done:
+                result.turn_warnings.append(len(notes))
                 break
             if not reply.tool_calls:
                 value = find_json(reply.text)  # some models answer in text even with tools
                 warning = self._finish(result, value) if value is not None else WARN_MISSING
                 if not warning:
+                    result.turn_warnings.append(len(notes))
                     break
                 notes.append(warning)
                 messages.append({"role": "user", "content": f"{WARNING} {warning}"})
             result.warnings += notes
+            result.turn_warnings.append(len(notes))
         result.transcript = "\n".join(lines) + "\n"

@@ -163,7 +163,7 @@ class PrecondChecker:
     def _run(self, action: str, args: list[str]) -> None:
         spec = ACTIONS[action]
         if len(args) < spec.args:
-            self._verdict("IU1", f"{action} needs {spec.args} object(s), but of what the query names the robot knows only "
+            self._verdict("IU3", f"{action} needs {spec.args} object(s), but of what the query names the robot knows only "
                           f"{', '.join(args) or 'nothing'}: not found in the scene")
             return
         names = []
@@ -176,7 +176,7 @@ class PrecondChecker:
             except ToolError as exc:
                 ambiguous = "could be" in str(exc)
                 self._result.grounding = re.findall(r"any of (.*); name", str(exc))[0].split(", ") if "any of" in str(exc) else []
-                self._verdict("IA" if ambiguous else "IU1", f"{'ambiguous' if ambiguous else 'not found'}: {exc}")
+                self._verdict("IA" if ambiguous else "IU3", f"{'ambiguous' if ambiguous else 'not found'}: {exc}")
                 return
         self._result.grounding = [n for n in names if not n.startswith("[")]
         held = self._held()
@@ -197,17 +197,17 @@ class PrecondChecker:
 
     def _hand(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
         if spec.hand == "free":
-            return ("IU2", f"the hand is not free: the robot is holding {held}, and {action} {names[0]} needs an empty hand") \
+            return ("IU6", f"the hand is not free: the robot is holding {held}, and {action} {names[0]} needs an empty hand") \
                 if held else None
         if not held:
-            return "IU2", f"the robot's hand is empty (holding nothing); {action} needs it to hold {names[0] if names else 'something'}"
+            return "IU6", f"the robot's hand is empty (holding nothing); {action} needs it to hold {names[0] if names else 'something'}"
         if spec.hand in ("knife", "sponge"):
             kind = self._json("get_obj_properties", held).get("category", "")
             if kind != spec.hand:
-                return "IU2", f"{action} {names[0]} needs the {spec.hand} in the hand, but the robot is holding {held}"
+                return "IU6", f"{action} {names[0]} needs the {spec.hand} in the hand, but the robot is holding {held}"
         wanted = names[0] if names and (spec.hand == "first" or spec.args == 0) else ""  # handover: the thing named
         if wanted and wanted != held:
-            return "IU2", f"the robot is holding {held}, not {wanted}"
+            return "IU6", f"the robot is holding {held}, not {wanted}"
         return None
 
     def _property(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
@@ -215,16 +215,16 @@ class PrecondChecker:
             return None
         props = self._json("get_obj_properties", names[0])
         if props.get(spec.prop) != "true":
-            return "IU6", f"{names[0]} (a {props.get('category', 'thing')}) is not {spec.prop}: the robot cannot {action} it"
+            return "IU5", f"{names[0]} (a {props.get('category', 'thing')}) is not {spec.prop}: the robot cannot {action} it"
         return None
 
     def _state(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
         if spec.pointless is not None:
             flag, value = spec.pointless
             if self._json("get_obj_state", names[0]).get(flag) == value:
-                return "IU3", f"{names[0]} is already {STATE_WORDS[spec.pointless]}: {action} would change nothing"
+                return "IU4", f"{names[0]} is already {STATE_WORDS[spec.pointless]}: {action} would change nothing"
         if action == "put_first_on_second" and self._json("get_obj_state", names[0]).get("supported_by") == names[1]:
-            return "IU3", f"{names[0]} is already on {names[1]}: nothing to do"
+            return "IU4", f"{names[0]} is already on {names[1]}: nothing to do"
         return None
 
     def _closed(self, name: str) -> bool:
@@ -234,27 +234,27 @@ class PrecondChecker:
         if spec.take:
             inside = self._json("get_obj_state", names[0]).get("inside", "")
             if inside and self._closed(inside):
-                return "IU5", f"{names[0]} is inside the {inside}, which is closed: it cannot be reached before the {inside} is opened"
+                return "IU2", f"{names[0]} is inside the {inside}, which is closed: it cannot be reached before the {inside} is opened"
         target = _target(spec, names)
         if target and self._json("get_obj_properties", target).get("openable") == "true" and self._closed(target):
-            return "IU5", f"the {target} is closed: nothing can be put inside it before it is opened"
+            return "IU2", f"the {target} is closed: nothing can be put inside it before it is opened"
         return None
 
     def _blocked(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
         if spec.take:
             answer = self._call("check_obj_relationship", "blocking", names[0])
             if not answer.startswith("Nothing"):
-                return "IU5", f"{names[0]} is blocked: {answer} It cannot be grasped before that is moved."
+                return "IU2", f"{names[0]} is blocked: {answer} It cannot be grasped before that is moved."
         target = _target(spec, names)
         if target and self.world == "tabletop" and self._json("get_obj_properties", target).get("container") != "true":
             answer = self._call("check_obj_relationship", "on top of", target)
             if not answer.startswith("Nothing"):
-                return "IU5", f"{target} is occupied: {answer} Nothing more can be put on it."
+                return "IU2", f"{target} is occupied: {answer} Nothing more can be put on it."
         return None
 
     def _reach(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
         for name in (n for n in names if not n.startswith("[")):
             answer = self._call("dist_to_target", name)
             if "within" not in answer.rsplit(";", 1)[-1]:  # here, or after driving to its place
-                return "IU4", f"{name} is out of reach: {answer}"
+                return "IU1", f"{name} is out of reach: {answer}"
         return None
