@@ -3,12 +3,16 @@
 No database: the spool is files. What it promises: an item written is read back whole with its robot and scope,
 oldest first; a file that cannot be read (torn JSON, wrong scope, a name that is not its id, an invalid lesson)
 is moved to quarantine/ and never deleted; a temp file a killed writer left is swept once stale, not while young;
-``done`` and ``reject`` take an item out.
+``done`` and ``reject`` take an item out. A transient error (too many open files, a file made unreadable for a while)
+leaves the file in the spool to be tried again, and a lesson whose file is in place is stored even when the
+directory's fsync failed (issue 31, item 9).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from teachbot.knowledge import KnowledgeEntry, KnowledgeError
 from teachbot.knowledge.pg_store import ENTRIES
 from teachbot.memory import InteractionExample
 from teachbot.memory.pg_store import LESSONS
+from teachbot.storage import files
 from teachbot.storage.spool import Spool
 
 
@@ -90,3 +95,55 @@ def test_errors_name_the_kind_and_the_fix(tmp_path: Path) -> None:
         Spool(blocker / "spool", LESSONS)
     with pytest.raises(KnowledgeError, match="knowledge spool directory"):
         Spool(blocker / "spool", ENTRIES)
+
+
+def _failing_reads(monkeypatch: pytest.MonkeyPatch, error: OSError, only: Path | None = None) -> None:
+    """Reading a spool file (``only``, or any) raises ``error``, as an exhausted process or a revoked permission would."""
+    read_text = Path.read_text
+
+    def read(path: Path, *args: object, **kwargs: object) -> str:
+        if path.suffix == ".json" and (only is None or path == only):
+            raise error
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read)
+
+
+def test_too_many_open_files_leaves_the_lesson_in_the_spool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = Spool(tmp_path / "spool", LESSONS)
+    spool.put(lesson("kept", "2026-01-01T00:00:00.000+00:00"), "arm-1", "fleet")
+    with monkeypatch.context() as patch:
+        _failing_reads(patch, OSError(errno.EMFILE, "Too many open files"))
+        assert spool.items() == [] and spool.load("kept") is None
+        assert spool.deferred == {"kept"}  # to be tried again
+    assert spool.ids() == {"kept"} and not spool.quarantine_dir.exists()
+    assert [s.item.id for s in spool.items()] == ["kept"] and spool.deferred == set()  # read once the error is gone
+
+
+def test_an_unreadable_file_stays_until_it_is_readable_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = Spool(tmp_path / "spool", LESSONS)
+    spool.put(lesson("locked", "2026-01-01T00:00:00.000+00:00"), "arm-1", "fleet")
+    path = spool.directory / "locked.json"
+    path.chmod(0)
+    try:
+        with monkeypatch.context() as patch:
+            if os.geteuid() == 0:  # root reads a mode-000 file anyway: refuse it as for any other user
+                _failing_reads(patch, PermissionError(errno.EACCES, "Permission denied"), only=path)
+            assert spool.items() == [] and spool.deferred == {"locked"}
+    finally:
+        path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert not spool.quarantine_dir.exists()
+    assert [s.item.id for s in spool.items()] == ["locked"]
+
+
+def test_a_failed_directory_fsync_does_not_lose_a_lesson_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spool = Spool(tmp_path / "spool", LESSONS)
+
+    def fsync_fails(directory: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files, "fsync_dir", fsync_fails)
+    spool.put(lesson("on-disk", "2026-01-01T00:00:00.000+00:00"), "arm-1", "fleet")  # stored: no "not stored" error
+    assert [s.item.id for s in spool.items()] == ["on-disk"]
+    spool.done("on-disk")  # deleting it with the fsync failing is no error either
+    assert spool.ids() == set()

@@ -14,7 +14,11 @@ Guarantees, as the examples' (teachbot.memory.pg_store):
   a robot learns is in the others' retrieval at their next use;
 - the database going away is one warning line (teachbot.storage.pg_link): reads serve the entries read before,
   and ``add`` queues the entry durably in the spool directory (teachbot.storage.spool, as the examples' spool),
-  written by a background retry as soon as the database is back.
+  written by a background retry as soon as the database is back;
+- a read waits on the database at most the link's read timeout (memory.store.timeouts.read_s), then serves the
+  entries read before; the lock readers take is never held while the database is asked (writes and catch-ups
+  take their own); an error the database answers with is a KnowledgeError of that call, and a row that is not a
+  readable entry is skipped with one error line.
 
 Who sees an entry: the fleet (``shared`` 'fleet') or only the robot that learned it ('robot').
 """
@@ -32,7 +36,8 @@ from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, Unkn
 from teachbot.knowledge.store import _prepare
 from teachbot.knowledge.store_protocol import KnowledgeImportReport
 from teachbot.storage.files import write_jsonl
-from teachbot.storage.pg_link import SHARED_VALUES, DatabaseAway, PgLink, ensure_tables
+from teachbot.storage.pg_link import RETRY_MAX_S, SHARED_VALUES, DatabaseAway, DatabaseRefused, PgLink, ensure_tables
+from teachbot.storage.pg_timeouts import PgTimeouts
 from teachbot.storage.spool import Spool, SpoolFormat
 
 log = logging.getLogger(__name__)
@@ -68,7 +73,8 @@ class PgKnowledgeStore:
     """Knowledge entries in the fleet database, as ``robot_id`` sees them; ``spool_dir`` queues entries while it is away.
     ``offline_ok`` False (the ``teachbot memory`` commands): a read while the database is away raises KnowledgeError."""
 
-    def __init__(self, dsn: str, spool_dir: str | Path, *, robot_id: str, shared: str = "fleet", offline_ok: bool = True) -> None:
+    def __init__(self, dsn: str, spool_dir: str | Path, *, robot_id: str, shared: str = "fleet", offline_ok: bool = True,
+                 timeouts: PgTimeouts | None = None) -> None:
         if shared not in SHARED_VALUES:
             raise KnowledgeError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
@@ -76,14 +82,17 @@ class PgKnowledgeStore:
         self.spool = Spool(spool_dir, ENTRIES)  # the local part of this store: entries waiting for the database
         self.directory = self.spool.directory
         self.robot_id, self.shared, self.offline_ok = robot_id, shared, offline_ok
-        self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self.refresh, pending=lambda: bool(self._queued))
+        self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self._refresh_now,
+                           pending=lambda: bool(self._queued or self.spool.deferred), timeouts=timeouts)
         self.where = self.link.where
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the entries held here; never held while the database is asked
+        self._sync = threading.RLock()  # writes and catch-ups, one at a time
+        self._poison: set[tuple[str, int]] = set()  # (id, seq) of rows skipped as unreadable, told once each
         self._entries: dict[str, KnowledgeEntry] = {}  # the visible rows, as last read
         self._queued: dict[str, KnowledgeEntry] = {s.item.id: s.item for s in self.spool.items()}
         self._last_seq = 0
         self._version = 0
-        self.refresh()
+        self._refresh_now()
 
     # ------------------------------------------------------------------ reading
     @property
@@ -130,15 +139,33 @@ class PgKnowledgeStore:
 
     def refresh(self) -> bool:
         """Write queued entries, then catch up with what was committed since the last read; True if something
-        changed. While the database is away, nothing changes (and a background retry writes the queue later)."""
+        changed. While the database is away (or gives no answer within the read timeout), nothing changes (and a
+        background retry writes the queue later)."""
+        with self.link.within(self.link.timeouts.read_s):
+            return self._refresh_now(self.link.timeouts.read_s)
+
+    def _refresh_now(self, wait: float | None = None) -> bool:
+        """``refresh`` without the read timeout (the first read, the background retry): waits up to ``wait`` seconds
+        (None: the link's reply timeout) for another thread's write or catch-up."""
+        if not self._sync.acquire(timeout=self.link.timeouts.reply_s if wait is None else wait):
+            if not self.offline_ok:
+                raise KnowledgeError(f"knowledge store: another call to the database at {self.where} has no answer yet; "
+                                     "nothing was read")
+            return False
         try:
-            changed = self._flush() if self._queued else False
-            with self._lock:  # the store's lock before the link's, as everywhere (a writer holds both too)
-                return self.link.run(self._catch_up) or changed
+            changed = self._flush() if self._queued or self.spool.deferred else False
+            rows = self.link.run(lambda conn: conn.execute(
+                f"SELECT id, entry, removed, seq FROM teachbot_knowledge WHERE seq > %(seq)s AND {_VISIBLE} ORDER BY seq",
+                {"seq": self._last_seq, "robot": self.robot_id}).fetchall())
+            return self._catch_up(rows) or changed
         except DatabaseAway as exc:
             if not self.offline_ok:
                 raise KnowledgeError(self.link.unreachable(exc, "nothing was read")) from None
             return False
+        except DatabaseRefused as exc:
+            raise KnowledgeError(str(exc)) from None
+        finally:
+            self._sync.release()
 
     # ------------------------------------------------------------------ writing
     def add(self, entry: KnowledgeEntry) -> str:
@@ -150,11 +177,14 @@ class PgKnowledgeStore:
         with self._lock:
             if prepared.id in self._queued and self._queued[prepared.id] != prepared:
                 raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
+        with self._sync:
             try:
                 outcome = self.link.run(lambda conn: self._insert(conn, prepared))
             except DatabaseAway as exc:
                 self._queue(prepared, exc)
                 return prepared.id
+            except DatabaseRefused as exc:
+                raise KnowledgeError(f"the knowledge entry {prepared.id!r} was not stored: {exc}") from None
             if outcome == "conflict":
                 raise KnowledgeError(f"a knowledge entry with id {prepared.id!r} already exists; remove it first or leave id empty")
             self._hold(prepared)
@@ -167,14 +197,18 @@ class PgKnowledgeStore:
             if queued is not None:
                 self.spool.done(entry_id)
                 self._version += 1
+        with self._sync:
             try:
                 found = self.link.run(lambda conn: self._delete(conn, entry_id))
             except DatabaseAway as exc:
                 if queued is not None:
                     return  # it never reached the database
                 raise KnowledgeError(self.link.unreachable(exc, f"{entry_id!r} was not removed; try again")) from None
-            if self._entries.pop(entry_id, None) is not None:
-                self._version += 1
+            except DatabaseRefused as exc:
+                raise KnowledgeError(str(exc)) from None
+            with self._lock:
+                if self._entries.pop(entry_id, None) is not None:
+                    self._version += 1
         if not found and queued is None:
             raise UnknownEntryError(f"no knowledge entry with id {entry_id!r}")
 
@@ -213,11 +247,13 @@ class PgKnowledgeStore:
             with conn.transaction():
                 return [self._insert(conn, e) for e in prepared]
 
-        with self._lock:
+        with self._sync:
             try:
                 outcomes = self.link.run(insert_all)
             except DatabaseAway as exc:
                 raise KnowledgeError(self.link.unreachable(exc, unreachable)) from None
+            except DatabaseRefused as exc:
+                raise KnowledgeError(f"{exc}; {unreachable}") from None
             for entry, outcome in zip(prepared, outcomes):
                 if outcome == "added":
                     self._hold(entry)
@@ -248,16 +284,24 @@ class PgKnowledgeStore:
                                  {"id": entry_id, "robot": self.robot_id}).fetchone()
         return found is not None
 
-    def _catch_up(self, conn: psycopg.Connection) -> bool:
-        rows = conn.execute(f"SELECT id, entry, removed, seq FROM teachbot_knowledge WHERE seq > %(seq)s AND {_VISIBLE} "
-                            "ORDER BY seq", {"seq": self._last_seq, "robot": self.robot_id}).fetchall()
+    def _catch_up(self, rows: list[tuple[object, ...]]) -> bool:
+        """Apply the changes read (id, entry, removed, seq); a row that is not a readable entry is skipped (and what was
+        held under its id forgotten), with one error line."""
         changed = False
         with self._lock:
             for entry_id, data, removed, seq in rows:
-                if removed:
+                entry = None
+                if not removed:
+                    try:
+                        entry = KnowledgeEntry.from_dict(data, f"knowledge entry {entry_id} in the database")
+                    except (KnowledgeError, TypeError, ValueError, AttributeError) as exc:
+                        if (str(entry_id), int(seq)) not in self._poison:  # type: ignore[call-overload]
+                            self._poison.add((str(entry_id), int(seq)))  # type: ignore[call-overload]
+                            log.error("knowledge store: skipping the row %r of the database at %s: it is not a readable "
+                                      "entry (%s)", entry_id, self.where, exc)
+                if entry is None:
                     changed = self._entries.pop(entry_id, None) is not None or changed
                 else:
-                    entry = KnowledgeEntry.from_dict(data, f"knowledge entry {entry_id} in the database")
                     if self._entries.get(entry_id) != entry:
                         self._entries[entry_id] = entry
                         changed = True
@@ -285,23 +329,36 @@ class PgKnowledgeStore:
     def _flush(self) -> bool:
         """Write the queued entries (each its own transaction), deleting each file after its commit."""
         written = 0
-        with self.spool.lock(), self._lock:
+        with self._sync, self.spool.lock():
+            if self.spool.deferred:  # files that could not be read before: try them again
+                for spooled in self.spool.items():
+                    with self._lock:
+                        self._queued.setdefault(spooled.item.id, spooled.item)
             for entry_id in sorted(self._queued, key=lambda i: (self._queued[i].created, i)):
                 spooled = self.spool.load(entry_id)
-                if spooled is None:  # written by another process sharing this spool
-                    self._queued.pop(entry_id, None)
-                    continue
+                if spooled is None:
+                    if entry_id not in self.spool.deferred:  # written by another process sharing this spool
+                        with self._lock:
+                            self._queued.pop(entry_id, None)
+                    continue  # else: cannot be read now, tried again later
                 entry, robot_id, shared = spooled.item, spooled.robot_id or self.robot_id, spooled.shared
-                outcome = self.link.run(lambda conn, e=entry, r=robot_id, s=shared: self._insert(conn, e, r, s))
+                try:
+                    outcome = self.link.run(lambda conn, e=entry, r=robot_id, s=shared: self._insert(conn, e, r, s))
+                    why = "the database holds another entry under this id"
+                except DatabaseRefused as exc:
+                    outcome, why = "conflict", f"the database refused it ({exc})"
                 if outcome == "conflict":
-                    self.spool.reject(entry_id, "the database holds another entry under this id")
+                    self.spool.reject(entry_id, why)
                 else:
                     self.spool.done(entry_id)
                     written += 1
-                    if shared == "fleet" or robot_id == self.robot_id:
+                with self._lock:
+                    if outcome != "conflict" and (shared == "fleet" or robot_id == self.robot_id):
                         self._entries[entry_id] = entry
-                self._queued.pop(entry_id, None)
-                self._version += 1
+                    self._queued.pop(entry_id, None)
+                    self._version += 1
+        if self.spool.deferred:  # a file that could not be read now: tried again in a while
+            self.link.schedule_retry(RETRY_MAX_S)
         if written:
             log.info("knowledge store: wrote %d queued entr%s into the database at %s", written,
                      "y" if written == 1 else "ies", self.where)

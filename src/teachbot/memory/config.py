@@ -2,8 +2,8 @@
 
 The store's ``backend`` is ``files`` (one robot: the learned examples are files in ``learned_dir``) or
 ``postgres`` (a fleet shares one PostgreSQL database, ``dsn``; teachbot.memory.pg_store), with this robot's
-``robot_id`` as provenance, the ``scope`` of its lessons (``fleet`` or ``robot``) and a ``spool_dir`` for
-lessons learned while the database is away.
+``robot_id`` as provenance, the ``scope`` of its lessons (``fleet`` or ``robot``), a ``spool_dir`` for
+lessons learned while the database is away and the ``timeouts`` of its connections (teachbot.storage.pg_timeouts).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from teachbot.config import load_yaml
 from teachbot.errors import ConfigError
 from teachbot.memory.retrieval import RetrievalConfig
 from teachbot.paths import config_path, share_dir
+from teachbot.storage.pg_timeouts import PgTimeouts
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class MemoryConfig:
     robot_id: str = ""
     scope: str = "fleet"
     spool_dir: Path | None = None
+    timeouts: PgTimeouts = field(default_factory=PgTimeouts)
 
     @property
     def robot_name(self) -> str:
@@ -116,6 +118,7 @@ class MemoryConfig:
             robot_id=robot_id,
             scope=scope,
             spool_dir=path_of(store, "spool_dir", "memory.store"),
+            timeouts=PgTimeouts.from_mapping(store.get("timeouts"), source),
             learned_dir=learned,
             seeds_dir=path_of(store, "seeds_dir", "memory.store"),
             model_path=path_of(embedding, "model_path", "memory.embedding"),

@@ -10,6 +10,11 @@ paper's score, with HNSW's approximate nearest neighbours in place of the exact 
 and lessons still queued for the database are scored in process and merged by score. Without pgvector,
 this is the file backend's EpisodicMemory over the PgMemoryStore: the in-process index kept in sync from
 the database (the store catches up on every NOTIFY).
+
+A retrieval never waits on the database longer than its read timeout (memory.store.timeouts.read_s, 2 s by
+default; teachbot.storage.pg_link's ``within``): when the database is away, or stops answering in that time,
+the learned examples read before are scored in process (an index built on first need, its key embeddings from
+the embedder's cache where they are), so the answer comes from what is loaded.
 """
 
 from __future__ import annotations
@@ -24,10 +29,10 @@ from psycopg import sql
 
 from teachbot.memory.embedding import Embedder
 from teachbot.memory.episodic import EpisodicMemory
-from teachbot.memory.example import InteractionExample
+from teachbot.memory.example import LEARNED, InteractionExample
 from teachbot.memory.pg_schema import VECTOR, embedding_literal, ensure_hnsw_index
 from teachbot.memory.pg_store import PgMemoryStore
-from teachbot.memory.retrieval import RetrievalConfig, Retrieved, query_vector
+from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever, query_vector
 from teachbot.storage.pg_link import DatabaseAway
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,8 @@ class PgEpisodicMemory(EpisodicMemory):
         self._dim = 0
         self._sql_lock = threading.Lock()
         self._was_sql = self.in_sql
+        self._loaded = Retriever(embedder, retrieval)  # SQL mode: the learned examples held, for a database that is away
+        self._loaded_lock = threading.Lock()
 
     @property
     def in_sql(self) -> bool:
@@ -76,9 +83,14 @@ class PgEpisodicMemory(EpisodicMemory):
             return bool(added or removed)
 
     def retrieve(self, newest_first: Sequence[str], profile: str = "", k: int | None = None) -> list[Retrieved]:
-        """Top-k for the instructions, NEWEST FIRST; most similar last (as EpisodicMemory.retrieve)."""
-        if not self.in_sql:
-            return super().retrieve(newest_first, profile, k)
+        """Top-k for the instructions, NEWEST FIRST; most similar last (as EpisodicMemory.retrieve). Waits on the
+        database at most its read timeout, then answers from the examples loaded (see the module docstring)."""
+        with self.store.link.within(self.store.link.timeouts.read_s):
+            if not self.in_sql:
+                return super().retrieve(newest_first, profile, k)
+            return self._retrieve_sql(newest_first, profile, k)
+
+    def _retrieve_sql(self, newest_first: Sequence[str], profile: str, k: int | None) -> list[Retrieved]:
         self.sync()
         config = self.retriever.config
         recent = [t for t in newest_first if t.strip()][: config.recent]
@@ -90,8 +102,8 @@ class PgEpisodicMemory(EpisodicMemory):
         try:  # during an outage the link answers at once (DatabaseAway): no retrieval waits on a connect
             learned = self._nearest(query, profile, k)
         except DatabaseAway as exc:
-            self.store.link.tell(exc, "retrieval", "retrieving from the seeds and queued lessons only until it is back")
-            learned = []
+            self.store.link.tell(exc, "retrieval", "retrieving from the examples read before until it is back")
+            learned = self._nearest_loaded(newest_first, profile, k)
         merged = sorted([*local, *learned], key=lambda r: (r.score, r.example.id))
         return merged[-k:]
 
@@ -114,6 +126,15 @@ class PgEpisodicMemory(EpisodicMemory):
             if len(results) == k:
                 break
         return sorted(results, key=lambda r: (r.score, r.example.id))
+
+    def _nearest_loaded(self, newest_first: Sequence[str], profile: str, k: int) -> list[Retrieved]:
+        """The k learned examples held in this process that are nearest (the database being away): scored here."""
+        _, examples = self.store.snapshot()
+        queued = self.store.queued  # already in the in-process index
+        learned = [e for e in examples if e.source == LEARNED and e.id not in queued]
+        with self._loaded_lock:
+            self._loaded.sync(learned)
+            return self._loaded.retrieve(newest_first, profile, k)
 
     def _search(self, conn: psycopg.Connection, query: np.ndarray, profile: str, limit: int,
                 exact: bool) -> list[tuple[str, int, float]]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from teachbot.errors import MemoryStoreError
 from teachbot.memory.example import InteractionExample
 from teachbot.memory.pg_schema import CHANNEL, EXAMPLE_COLUMNS, VECTOR, embedding_literal, example_from_row
 from teachbot.storage.pg_link import WRITE_LOCK
@@ -29,7 +30,11 @@ def insert_example(conn: psycopg.Connection, example: InteractionExample, robot_
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
         row = conn.execute(f"SELECT {SELECT}, removed FROM teachbot_examples WHERE id = %s FOR UPDATE", (example.id,)).fetchone()
         if row is not None and not row[-1]:
-            return "same" if example_from_row(row[:-1]) == example else "conflict"
+            try:
+                held = example_from_row(row[:-1])
+            except MemoryStoreError:  # an unreadable row (another writer's) is another example
+                return "conflict"
+            return "same" if held == example else "conflict"
         values = {name: getattr(example, name) for name in EXAMPLE_COLUMNS}
         values.update(instructions=list(example.instructions), robot_id=robot_id, shared=shared)
         columns = [*EXAMPLE_COLUMNS, "robot_id", "shared"]

@@ -138,7 +138,14 @@ def embedding_literal(row: np.ndarray, embedding_type: str) -> str | list[float]
 
 
 def example_from_row(row: tuple[Any, ...]) -> InteractionExample:
-    """An InteractionExample from the EXAMPLE_COLUMNS of a row (learned: the database holds no seeds)."""
+    """An InteractionExample from the EXAMPLE_COLUMNS of a row (learned: the database holds no seeds); MemoryStoreError
+    naming the field when a value is not text (a NULL instruction written by another client, say)."""
     values = dict(zip(EXAMPLE_COLUMNS, row))
-    values["instructions"] = tuple(values["instructions"])
+    instructions = values["instructions"]
+    if not isinstance(instructions, (list, tuple)) or not all(isinstance(text, str) for text in instructions):
+        raise MemoryStoreError(f"example {values.get('id')!r}: 'instructions' must be texts, got {instructions!r:.80}")
+    for name, value in values.items():
+        if name != "instructions" and not isinstance(value, str):
+            raise MemoryStoreError(f"example {values.get('id')!r}: '{name}' must be a text, got {value!r:.80}")
+    values["instructions"] = tuple(instructions)
     return InteractionExample(source=LEARNED, **values)

@@ -13,7 +13,12 @@ Guarantees (tables: teachbot.memory.pg_schema):
 - the database going away is one warning line and a retry in the background (the store's connection is a
   teachbot.storage.pg_link.PgLink), never an exception on the read path: reads serve the examples read
   before, and ``add`` queues the lesson durably in the local spool (teachbot.storage.spool), written into
-  the database as soon as it is back;
+  the database as soon as it is back; a database that stops answering is away after the link's timeouts
+  (teachbot.storage.pg_timeouts), and no lock that a reader takes is held while the database is asked: writes
+  and catch-ups take their own lock (``_sync``), the examples read so far have theirs (``_lock``);
+- the database answering with an error (bad data such as a NUL in a text) is a MemoryStoreError of that call;
+  a row this store cannot read as a lesson (another writer's, e.g. a NULL instruction) is skipped with an error
+  line, once, and every other lesson still served;
 - LISTEN/NOTIFY: a background connection (teachbot.storage.pg_listen) hears every add and remove and catches this store up at once
   (``on_change`` then gets what others added or removed), so a lesson learned on one robot reaches the
   others' retrieval within milliseconds; after an outage, it catches up with what was committed meanwhile.
@@ -40,8 +45,9 @@ from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, VECTOR, ensure_schema
 from teachbot.memory.records import prepare_learned, read_learned_jsonl, read_seeds
 from teachbot.memory.store_protocol import ImportReport
 from teachbot.storage.files import write_jsonl
-from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, SHARED_VALUES, DatabaseAway, PgLink
+from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, RETRY_MAX_S, SHARED_VALUES, DatabaseAway, DatabaseRefused, PgLink
 from teachbot.storage.pg_listen import Listener
+from teachbot.storage.pg_timeouts import PgTimeouts
 from teachbot.storage.spool import Spool, SpoolFormat
 
 log = logging.getLogger(__name__)
@@ -75,18 +81,20 @@ class PgMemoryStore:
     ``listen`` False: no background connection; every read queries the database and raises
     MemoryStoreError when it is unreachable (the ``teachbot memory`` commands). ``on_change(StoreChange)`` runs
     after a catch-up that brought others' changes (not for the first read, nor this store's own adds and
-    removes), on the thread that caught up: the listener's, or a reader's.
+    removes), on the thread that caught up: the listener's, or a reader's. ``timeouts``: how long the database may
+    take to answer (memory.store.timeouts; the defaults of PgTimeouts when None).
     """
 
     def __init__(self, dsn: str, seeds_dir: str | Path | None = None, *, robot_id: str, spool_dir: str | Path,
                  shared: str = "fleet", embedder: Embedder | None = None, listen: bool = True,
-                 on_change: Callable[[StoreChange], None] | None = None) -> None:
+                 on_change: Callable[[StoreChange], None] | None = None, timeouts: PgTimeouts | None = None) -> None:
         if shared not in SHARED_VALUES:
             raise MemoryStoreError(f"memory.store.scope must be one of {SHARED_VALUES}, got {shared!r}")
         if not robot_id.strip():
             raise MemoryStoreError("memory.store.robot_id is empty; name this robot (it is every lesson's provenance)")
         self.link = PgLink(dsn, "memory store", self._ensure_schema, retry=self._after_outage,
-                           pending=lambda: bool(self._spooled), meanwhile=self._meanwhile)
+                           pending=lambda: bool(self._spooled or self.spool.deferred), meanwhile=self._meanwhile,
+                           timeouts=timeouts)
         self.dsn, self.where = dsn, self.link.where
         self.robot_id, self.shared = robot_id, shared
         self.seeds_dir = Path(seeds_dir) if seeds_dir is not None else None
@@ -94,7 +102,9 @@ class PgMemoryStore:
         self.on_change = on_change
         self.spool = Spool(spool_dir, LESSONS)
         self.embedding_type = REAL_ARRAY
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the examples held here; never held while the database is asked
+        self._sync = threading.RLock()  # writes and catch-ups, one at a time, so a catch-up never sees a write half done
+        self._poison: set[tuple[str, int]] = set()  # (id, seq) of the rows skipped as unreadable, told once each
         self._seeds: dict[str, InteractionExample] = {}
         self._learned: dict[str, InteractionExample] = {}  # visible rows of the database, as last read
         self._spooled: dict[str, InteractionExample] = {lesson.item.id: lesson.item for lesson in self.spool.items()}
@@ -183,20 +193,41 @@ class PgMemoryStore:
 
     def refresh(self) -> bool:
         """Catch up with the database; True if the examples changed. With the listener this queries only after a
-        NOTIFY or a reconnect (else nothing changed); while the database is away it serves what it has."""
+        NOTIFY or a reconnect (else nothing changed), and waits for another thread's catch-up at most the link's read
+        timeout; while the database is away (or slow) it serves what it has."""
+        return self._refresh(self.link.timeouts.read_s if self._listener is not None else None)
+
+    def _refresh(self, wait: float | None) -> bool:
+        """``refresh``, waiting at most ``wait`` seconds (None: the link's reply timeout) for a write or a catch-up
+        of another thread to end."""
         if self._listener is not None and (not self._dirty.is_set() or not self.link.online):
             return False
-        self._dirty.clear()
-        try:
-            with self._lock:
-                changed = self.link.run(self._catch_up)
-            if self._spooled:
-                changed = self._flush_spool() or changed
-        except DatabaseAway as exc:
+        limit = self.link.timeouts.reply_s if wait is None else wait
+        if not self._sync.acquire(timeout=limit):
             if self._listener is None:
-                raise MemoryStoreError(self.link.unreachable(exc, "nothing was read")) from None
-            self._dirty.set()
-            changed = False
+                raise MemoryStoreError(f"memory store: another call to the database at {self.where} has had no answer for "
+                                       f"{limit:.1f} s; nothing was read")
+            return False  # the thread holding it catches up (the listener's), or gives up and marks the link away
+        try:
+            self._dirty.clear()
+            try:
+                rows = self.link.run(lambda conn: changes_since(conn, self._last_seq, self.robot_id))
+                with self._lock:
+                    changed = self._catch_up(rows)
+                if self._spooled or self.spool.deferred:
+                    changed = self._flush_spool() or changed
+                    if self.spool.deferred:  # a file that could not be read now: tried again in a while
+                        self.link.schedule_retry(RETRY_MAX_S)
+            except DatabaseAway as exc:
+                if self._listener is None:
+                    raise MemoryStoreError(self.link.unreachable(exc, "nothing was read")) from None
+                self._dirty.set()
+                changed = False
+            except BaseException:
+                self._dirty.set()  # caught up by the next reader or notification
+                raise
+        finally:
+            self._sync.release()
         self._report_changes()
         return changed
 
@@ -223,11 +254,13 @@ class PgMemoryStore:
                 raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
         vectors = self._embed(prepared)
         try:
-            with self._lock:  # a catch-up must not see the row before this store holds it (others' news only)
+            with self._sync:  # a catch-up must not see the row before this store holds it (others' news only)
                 outcome = self.link.run(lambda conn: insert_example(conn, prepared, self.robot_id, self.shared, vectors,
                                                                 self.embedding_type))
                 if outcome != "conflict":
                     self._stored_locally(prepared)
+        except DatabaseRefused as exc:
+            raise MemoryStoreError(f"the lesson {prepared.id!r} was not stored: {exc}") from None
         except DatabaseAway as exc:
             self.spool.put(prepared, self.robot_id, self.shared)
             with self._lock:
@@ -252,10 +285,11 @@ class PgMemoryStore:
                 self.spool.done(example_id)
                 self._version += 1
         try:
-            with self._lock:  # as in add: the tombstone and this store's forgetting are one step for a catch-up
+            with self._sync:  # as in add: the tombstone and this store's forgetting are one step for a catch-up
                 found = self.link.run(lambda conn: delete_example(conn, example_id, self.robot_id))
-                if self._learned.pop(example_id, None) is not None:
-                    self._version += 1
+                with self._lock:
+                    if self._learned.pop(example_id, None) is not None:
+                        self._version += 1
         except DatabaseAway as exc:
             if spooled is not None:
                 return  # it never reached the database
@@ -294,7 +328,7 @@ class PgMemoryStore:
                 return [insert_example(conn, e, self.robot_id, self.shared, v, self.embedding_type) for e, v in zip(prepared, vectors)]
 
         try:
-            with self._lock:  # as in add: a catch-up never takes these rows for others' news
+            with self._sync:  # as in add: a catch-up never takes these rows for others' news
                 outcomes = self.link.run(insert_all)
                 for example, outcome in zip(prepared, outcomes):
                     if outcome == "added":
@@ -333,44 +367,66 @@ class PgMemoryStore:
         """Each new connection of the link: the tables (created or migrated when need be) and the key column's type."""
         self.embedding_type = ensure_schema(conn)
 
-    def _catch_up(self, conn: psycopg.Connection) -> bool:
-        """Apply every visible change committed after the last one seen (sequence numbers only grow at commit);
-        after the first catch-up, what changed is kept for ``on_change``."""
-        rows = changes_since(conn, self._last_seq, self.robot_id)
+    def _catch_up(self, rows: list[tuple[object, ...]]) -> bool:
+        """Apply the visible changes committed after the last one seen (``changes_since``: sequence numbers only grow
+        at commit; ``_lock`` is held); after the first catch-up, what changed is kept for ``on_change``. A row that is
+        not a readable lesson is skipped (and what this store held under its id forgotten), with one error line."""
         changed = False
         for row in rows:
-            example_id, removed = row[0], row[-2]
-            if removed:
-                gone = self._learned.pop(example_id, None) is not None
+            example_id, removed, seq = row[0], row[-2], int(row[-1])  # type: ignore[call-overload]
+            if seq <= self._last_seq:
+                continue
+            example = None
+            if not removed:
+                try:
+                    example = example_from_row(row[:-2])
+                    validate_learned(example)
+                except (MemoryStoreError, TypeError, ValueError) as exc:
+                    self._skip_poison(str(example_id), seq, exc)
+            if example is None:
+                gone = self._learned.pop(str(example_id), None) is not None
                 if gone and self._tracking:
-                    self._removed.append(example_id)
+                    self._removed.append(str(example_id))
                 changed = gone or changed
             else:
-                example = example_from_row(row[:-2])
+                example_id = example.id
                 if self._learned.get(example_id) != example:
                     self._learned[example_id] = example
                     changed = True
                     if self._tracking:
                         self._added.append(example_id)
-            self._last_seq = max(self._last_seq, row[-1])
+            self._last_seq = max(self._last_seq, seq)
         if changed:
             self._version += 1
         self._tracking = True
         return changed
 
+    def _skip_poison(self, example_id: str, seq: int, exc: Exception) -> None:
+        """An unreadable row: one error line per row version, never an exception for the reader."""
+        if (example_id, seq) not in self._poison:
+            self._poison.add((example_id, seq))
+            log.error("memory store: skipping the row %r (seq %d) of the database at %s: it is not a readable lesson (%s); "
+                      "`teachbot memory remove %s` deletes it", example_id, seq, self.where, exc, example_id)
+
     def _flush_spool(self) -> bool:
-        """Write the spooled lessons into the database, oldest first; stops at the first connection failure."""
+        """Write the spooled lessons into the database, oldest first; stops at the first connection failure. A lesson
+        the database refuses (bad data) is moved to the spool's quarantine; a file that cannot be read now stays."""
         written = 0
-        with self.spool.lock():
+        with self._sync, self.spool.lock():  # the row and this store's holding it are one step for a catch-up (see add)
             for lesson in self.spool.items():
                 example = lesson.item
                 vectors = self._embed(example)
-                with self._lock:  # the row and this store's holding it are one step for a catch-up (see add)
+                try:
                     outcome = self.link.run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
                         conn, e, ls.robot_id, ls.shared, v, self.embedding_type))
+                except DatabaseRefused as exc:
+                    outcome, why = "refused", f"the database refused it ({exc})"
+                else:
+                    why = "the database holds another example under this id"
+                with self._lock:
                     self._spooled.pop(example.id, None)
-                    if outcome == "conflict":
-                        self.spool.reject(example.id, "the database holds another example under this id")
+                    if outcome in ("conflict", "refused"):
+                        self.spool.reject(example.id, why)
                         self._removed.append(example.id)
                     else:
                         self.spool.done(example.id)
@@ -425,7 +481,7 @@ class PgMemoryStore:
     def _after_outage(self) -> None:
         """The link's background retry reached the database again: catch up and write the queue."""
         self._dirty.set()
-        self.refresh()
+        self._refresh(None)
 
     def _note_outage(self, exc: BaseException) -> None:
         """The listener lost the database: so did the store (no reader waits on a connect meanwhile)."""
@@ -433,7 +489,11 @@ class PgMemoryStore:
         self._first_contact.set()
 
     def _background_refresh(self) -> None:
+        """A catch-up on the listener's (or the retry timer's) thread: every error is a log line, never the thread's end."""
         try:
-            self.refresh()
+            self._refresh(None)
         except MemoryStoreError as exc:  # e.g. a schema from a newer teachbot: say it, keep serving
             log.error("%s", exc)
+        except Exception:  # noqa: BLE001 - a bug or an unexpected database reply must not stop fleet sync
+            log.exception("memory store: catching up with the database at %s failed; retrying at the next change", self.where)
+            self._dirty.set()

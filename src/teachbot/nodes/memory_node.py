@@ -27,6 +27,7 @@ task_memory.enabled is false.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,13 +120,16 @@ class MemoryNode(Node):
         self.updates = self.create_publisher(MemoryUpdate, "memory/updated", LATCHED_QOS)
         if hasattr(self.memory.store, "on_change"):  # the postgres backend hears other robots' lessons
             self.memory.store.on_change = self._on_others_change
-        self.create_service(RetrieveExamples, "memory/retrieve", traced(self, "memory.retrieve", self.on_retrieve, _retrieved))
-        self.create_service(AddExample, "memory/add", traced(self, "memory.add", self.on_add, _added))
-        self.create_service(ListExamples, "memory/list", self.on_list)
-        self.create_service(RemoveExample, "memory/remove", self.on_remove)
-        self.create_service(AddKnowledge, "memory/add_knowledge", traced(self, "knowledge.add", self.on_add_knowledge, _added))
+        self.create_service(RetrieveExamples, "memory/retrieve",
+                            traced(self, "memory.retrieve", self._guarded("memory/retrieve", self.on_retrieve), _retrieved))
+        self.create_service(AddExample, "memory/add", traced(self, "memory.add", self._guarded("memory/add", self.on_add), _added))
+        self.create_service(ListExamples, "memory/list", self._guarded("memory/list", self.on_list))
+        self.create_service(RemoveExample, "memory/remove", self._guarded("memory/remove", self.on_remove))
+        self.create_service(AddKnowledge, "memory/add_knowledge",
+                            traced(self, "knowledge.add", self._guarded("memory/add_knowledge", self.on_add_knowledge), _added))
         self.create_service(RetrieveKnowledge, "memory/retrieve_knowledge",
-                            traced(self, "knowledge.retrieve", self.on_retrieve_knowledge, _knowledge_retrieved))
+                            traced(self, "knowledge.retrieve", self._guarded("memory/retrieve_knowledge", self.on_retrieve_knowledge),
+                                   _knowledge_retrieved))
         self.tasks = self._task_memory()
         tasks = f"; task logs in {self.tasks.directory}" if self.tasks is not None else "; task memory off"
         self.get_logger().info(f"memory ready: {len(self.memory)} examples, {len(self.knowledge.store)} knowledge entries "
@@ -185,6 +189,22 @@ class MemoryNode(Node):
             close_store = getattr(store, "close", None)
             if close_store is not None:
                 close_store()
+
+    def _guarded(self, service: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``handler`` that answers every request: an exception it did not expect (a database error, a bug) is an error
+        line of this node's log and a reply that says it failed (``success`` False where the reply has one, else an
+        empty one), never the end of the node."""
+
+        def answer(request: Any, response: Any) -> Any:
+            try:
+                return handler(request, response)
+            except Exception as exc:  # noqa: BLE001 - one request failed; the memory goes on serving the others
+                self.get_logger().error(f"{service} failed: {type(exc).__name__}: {exc}")
+                if hasattr(response, "success"):
+                    response.success, response.message = False, f"{service} failed: {exc}"
+                return response
+
+        return answer
 
     def _announce(self, action: int, example_id: str) -> None:
         size = len(self.knowledge.store) if action == MemoryUpdate.KNOWLEDGE_ADDED else len(self.memory)

@@ -5,8 +5,9 @@ the same on disk (``.json`` files, dot-named ``.tmp`` temp files, ``.lock`` and 
 Guarantees, for a directory written only through these functions:
 
 - ``write_atomic``: a temp file in the same directory, fsync'ed, renamed over the final name, then the
-  directory fsync'ed. A reader (or a ``kill -9`` at any point) sees the whole file or none of it; at
-  worst a dot-named temp file is left behind, which ``sweep_temp`` moves aside once it is stale.
+  directory fsync'ed (a failure of that last step alone is a DirectorySyncError: the file is in place). A
+  reader (or a ``kill -9`` at any point) sees the whole file or none of it; at worst a dot-named temp file is
+  left behind, which ``sweep_temp`` moves aside once it is stale.
 - ``file_lock``: an exclusive ``flock`` on ``<directory>/.lock``; the kernel releases it when the
   holder dies, so a killed writer never wedges the others.
 - ``quarantine``: unreadable files are moved to ``<directory>/quarantine/``, never deleted.
@@ -30,8 +31,8 @@ TEMP_SUFFIX = ".tmp"
 LOCK_NAME = ".lock"
 QUARANTINE = "quarantine"
 
-__all__ = ["LOCK_NAME", "QUARANTINE", "SUFFIX", "TEMP_SUFFIX", "file_lock", "fsync_dir", "quarantine", "sweep_temp", "write_atomic",
-           "write_jsonl"]
+__all__ = ["LOCK_NAME", "QUARANTINE", "SUFFIX", "TEMP_SUFFIX", "DirectorySyncError", "file_lock", "fsync_dir", "quarantine",
+           "sweep_temp", "write_atomic", "write_jsonl"]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -43,8 +44,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class DirectorySyncError(OSError):
+    """``write_atomic`` put the file in place under its name, but fsync of its directory failed: it is there for every
+    reader now, and may only be lost if the machine loses power before the directory reaches the disk."""
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory."""
+    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory (DirectorySyncError when only
+    that last step failed: the file is in place)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -56,7 +63,10 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    try:
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise DirectorySyncError(exc.errno, f"{path} is written, but fsync of its directory failed: {exc.strerror or exc}") from exc
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:

@@ -49,7 +49,7 @@ def open_database(config: MemoryConfig, dsn: str = "", *, listen: bool = True, e
     from teachbot.memory.pg_store import PgMemoryStore  # deferred: psycopg, for the postgres backend only
 
     return PgMemoryStore(_dsn(config, dsn), config.seeds_dir, robot_id=config.robot_name, spool_dir=config.spool_path,
-                         shared=config.scope, embedder=embedder, listen=listen)
+                         shared=config.scope, embedder=embedder, listen=listen, timeouts=config.timeouts)
 
 
 def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str = "", offline_ok: bool = True) -> KnowledgeBase:
@@ -61,7 +61,7 @@ def open_knowledge(config: MemoryConfig, directory: Path | None = None, dsn: str
     from teachbot.knowledge.pg_store import PgKnowledgeStore  # deferred: psycopg, for the postgres backend only
 
     return PgKnowledgeStore(_dsn(config, dsn), config.spool_path / "knowledge", robot_id=config.robot_name, shared=config.scope,
-                            offline_ok=offline_ok)
+                            offline_ok=offline_ok, timeouts=config.timeouts)
 
 
 def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str = "", robot_id: str = "") -> TaskLogStore:
@@ -71,7 +71,8 @@ def open_task_logs(config: MemoryConfig, directory: Path | None = None, dsn: str
         return TaskLogStore(directory or config.tasks_path)
     from teachbot.taskmemory.pg_log import PgTaskLogStore  # deferred: psycopg, for the postgres backend only
 
-    return PgTaskLogStore(directory or config.tasks_path, _dsn(config, dsn), robot_id=robot_id or config.robot_name)
+    return PgTaskLogStore(directory or config.tasks_path, _dsn(config, dsn), robot_id=robot_id or config.robot_name,
+                          timeouts=config.timeouts)
 
 
 def _dsn(config: MemoryConfig, dsn: str) -> str:

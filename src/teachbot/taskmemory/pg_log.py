@@ -23,7 +23,9 @@ from pathlib import Path
 
 import psycopg
 
-from teachbot.storage.pg_link import DatabaseAway, PgLink, ensure_tables
+from teachbot.errors import MemoryStoreError
+from teachbot.storage.pg_link import DatabaseAway, DatabaseRefused, PgLink, ensure_tables
+from teachbot.storage.pg_timeouts import PgTimeouts
 from teachbot.taskmemory.log import SUFFIX, LogRecord, TaskLogStore, slug
 
 log = logging.getLogger(__name__)
@@ -48,12 +50,12 @@ def ensure_task_tables(conn: psycopg.Connection) -> None:
 class PgTaskLogStore(TaskLogStore):
     """``robot_id``'s task logs in ``directory``, copied into (and restored from) the fleet database at ``dsn``."""
 
-    def __init__(self, directory: str | Path, dsn: str, *, robot_id: str) -> None:
+    def __init__(self, directory: str | Path, dsn: str, *, robot_id: str, timeouts: PgTimeouts | None = None) -> None:
         super().__init__(directory)
         if not robot_id.strip():
             raise ValueError("memory.store.robot_id is empty; name this robot (its task logs are kept under its name)")
         self.robot_id = robot_id
-        self.link = PgLink(dsn, "task memory", ensure_task_tables, retry=self.sync, pending=self.pending)
+        self.link = PgLink(dsn, "task memory", ensure_task_tables, retry=self.sync, pending=self.pending, timeouts=timeouts)
         self.where = self.link.where
         self._copied: dict[str, int] = {}  # task slug -> records known to be in the database
         self._copy_lock = threading.Lock()
@@ -66,6 +68,8 @@ class PgTaskLogStore(TaskLogStore):
             self.link.run(lambda conn: self._copy(conn, slug(stored.task)))
         except DatabaseAway:
             self.link.schedule_retry()  # the record is safe in the file; it goes into the database when it is back
+        except DatabaseRefused as exc:  # e.g. a text jsonb cannot hold: the record is safe in the file all the same
+            log.error("task memory: %s; the record of %r stays in %s only", exc, stored.task, self.directory)
         return stored
 
     def pending(self) -> bool:
@@ -88,6 +92,9 @@ class PgTaskLogStore(TaskLogStore):
                     self.link.run(lambda conn, n=name: self._copy(conn, n))
         except DatabaseAway:
             self.link.schedule_retry()
+            return False
+        except (MemoryStoreError, ValueError, TypeError, KeyError) as exc:  # a refused record, a row not readable here
+            log.error("task memory: copying the task logs to or from the database at %s failed: %s", self.where, exc)
             return False
         return True
 
