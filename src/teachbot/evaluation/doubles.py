@@ -144,28 +144,41 @@ def imitate(examples: list[Transcript], request: str, threshold: float,
     ``threshold``), after that request and up to its next ``wait_for_trigger()``, with the words that differ between
     the two requests carried over into its string literals (``adapt``: see :func:`swap_literals`); None when no
     example is close enough."""
+    found = imitate_with_outputs(examples, request, threshold, adapt)
+    return None if found is None else [statement for statement, _ in found]
+
+
+def imitate_with_outputs(examples: list[Transcript], request: str, threshold: float,
+                         adapt: Callable[[str], str] | None = None,
+                         words: Callable[[str], list[str]] = lambda text: text.lower().split(),
+                         ) -> list[tuple[str, str]] | None:
+    """As :func:`imitate`, each statement with the output the example shows after it ('' for none); ``words`` splits
+    a request into the units that are compared and swapped (default: words)."""
     best, score = None, 0.0
-    words = request.lower().split()
+    wanted = words(request)
     for example in examples:
         said = person_words(example)
         if not said:
             continue
-        other = said[0][1].lower().split()
-        overlap = difflib.SequenceMatcher(a=other, b=words).ratio()
+        other = words(said[0][1])
+        overlap = difflib.SequenceMatcher(a=other, b=wanted).ratio()
         if overlap > score:
             best, score = (example, said[0][0], other), overlap
     if best is None or score < threshold:
         return None
     example, first, other = best
-    swaps = phrase_swaps(other, words)
-    lines = []
-    for entry in example.entries[first + 1:]:
+    swaps = phrase_swaps(other, wanted)
+    found: list[tuple[str, str]] = []
+    entries = example.entries
+    for index in range(first + 1, len(entries)):
+        entry = entries[index]
         if entry.kind != "code":
             continue
         if entry.text.startswith(("wait_for_trigger(", LEARN)):
             break
-        lines.append(swap_literals(entry.text, swaps, adapt))
-    return lines
+        after = entries[index + 1] if index + 1 < len(entries) and entries[index + 1].kind == "output" else None
+        found.append((swap_literals(entry.text, swaps, adapt), after.text if after is not None else ""))
+    return found
 
 
 def phrase_swaps(old: list[str], new: list[str]) -> list[tuple[str, str]]:

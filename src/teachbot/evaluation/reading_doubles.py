@@ -6,7 +6,9 @@ language model brings along (which phrases name a place on the table, which name
 must be imperfect to show a difference, the imperfection is a seeded parameter, the same for every method:
 
 - ``ReaderModel`` (the robot's interaction model) imitates the example in its prompt whose request is most like
-  the current one, carrying the differing words over into the example's string literals. It holds a
+  the current one, carrying the differing words over into the example's string literals (a named place or an
+  object is one unit: "top left corner" becomes "bottom side", never "bottom left side"), and where the example
+  took an object from what the console printed (the first of a sorted list), it takes the one printed here. It holds a
   **misconception**: a seeded share ``confusion`` of the table's named places it mixes up with another place,
   whenever it must write such a place itself (adapted from an example that named another one); a place it
   copies from an example whose request said the same words is right, as in-context evidence overrides a prior.
@@ -29,6 +31,7 @@ own wrong first attempt.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -38,7 +41,7 @@ from teachbot.evaluation.doubles import (
     LEARN,
     WAIT,
     current_transcript,
-    imitate,
+    imitate_with_outputs,
     person_words,
     prompt_examples,
     swap_literals,
@@ -130,11 +133,74 @@ class ReaderModel(ScriptedModel):
                 return LEARN
             lines = moves(wanted(last_words))
         else:
-            lines = imitate(prompt_examples(prompt), last_words, self.threshold, self.misread)
-            if lines is None:
+            found = imitate_with_outputs(prompt_examples(prompt), last_words, self.threshold, self.misread, units)
+            if found is None:
                 lines = ["say('I do not know how to do that yet. Please tell me what you want where.')"]
+            else:
+                step = len(since)
+                if step >= len(found):
+                    return WAIT
+                return read_outputs(found[step][0], [out for _, out in found[:step]], ran(transcript, last_index),
+                                    last_words)
         step = len([s for s in since if s != LEARN])
         return lines[step] if step < len(lines) else WAIT
+
+
+def units(text: str) -> list[str]:
+    """A request in the units a reader compares and carries over: a named place or an object is one unit
+    ("top left corner", "red block"), any other word another."""
+    return re.findall(rf"(?:{PLACE}|{THING})\b|\S+", text.lower())
+
+
+def ran(transcript: Transcript, index: int) -> list[tuple[str, str]]:
+    """Each statement typed after entry ``index`` with the output the console showed after it ('' for none)."""
+    entries = transcript.entries
+    return [(entries[k].text, entries[k + 1].text if k + 1 < len(entries) and entries[k + 1].kind == "output" else "")
+            for k in range(index + 1, len(entries)) if entries[k].kind == "code"]
+
+
+def read_outputs(statement: str, shown: Sequence[str], got: Sequence[tuple[str, str]], request: str) -> str:
+    """``statement`` with each object its example named from an output (the first of a printed list, say) replaced by
+    the object in the same place of the same statement's output here: a reader follows what the console showed it,
+    not the example's table. Objects the request names stay."""
+    for name in dict.fromkeys(re.findall(rf"'({THING})'", statement)):
+        if name in request.lower():
+            continue
+        for index in range(len(shown) - 1, -1, -1):
+            position = _position(shown[index], name)
+            if position is None or index >= len(got):
+                continue
+            here = _at(got[index][1], position)
+            if here is not None and here != name:
+                statement = swap_literals(statement, [(name, here)])
+            break
+    return statement
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _position(output: str, name: str) -> int | None:
+    """Where ``name`` stands in a printed list of names (-1: the whole output is that name); None: not there."""
+    value = _literal(output)
+    if value == name:
+        return -1
+    if isinstance(value, list | tuple) and name in value:
+        return list(value).index(name)
+    return None
+
+
+def _at(output: str, position: int) -> str | None:
+    value = _literal(output)
+    if position == -1:
+        return value if isinstance(value, str) else None
+    if isinstance(value, list | tuple) and position < len(value) and isinstance(value[position], str):
+        return value[position]
+    return None
 
 
 class TutorModel(ScriptedModel):
@@ -203,9 +269,9 @@ class ReaderProgramModel(ScriptedModel):
         if len(said) > 1:
             program = moves(wanted(said[-1]))
         else:
-            lines = imitate([_as_transcript(example) for example in examples], said[0] if said else "",
-                            self.reader.threshold, self.reader.misread)
-            program = lines if lines is not None else ["say('I do not know how to do that yet.')"]
+            found = imitate_with_outputs([_as_transcript(example) for example in examples], said[0] if said else "",
+                                         self.reader.threshold, self.reader.misread, units)
+            program = [line for line, _ in found] if found is not None else ["say('I do not know how to do that yet.')"]
         return "```python\n" + "\n".join(program) + "\n```"
 
 
