@@ -66,3 +66,31 @@ def test_the_improvement_node_stores_only_a_lesson_whose_replay_ends_where_the_p
         assert rejected.improved_transcript == IMPROVED  # what was tried is still in the answer
     finally:
         g.close()
+
+
+def test_a_deferred_lesson_is_pending_and_keep_lesson_stores_it_only_when_it_ends_where_the_person_accepted(ros_context):
+    """improvement/improve with defer: the lesson comes back pending and nothing is stored; improvement/keep_lesson
+    with the table the person accepted replays it and stores it through memory/add only when it ends there."""
+    from teachbot_interfaces.srv import KeepLesson
+
+    g = Graph(SlowTeacher(), "rehearsal_keep")
+    try:
+        request = Improve.Request(profile="tabletop", episode_id="e2", transcript=CORRECTED, scene_objects=SCENE,
+                                  initial_scene=scene_to_json(INITIAL), defer=True)
+        future = g.client.call_async(request)
+        rclpy.spin_until_future_complete(g.caller, future, timeout_sec=timeout(60.0))
+        pending = future.result()
+        assert pending.pending and not pending.stored and g.added == [] and pending.example.transcript == IMPROVED
+        keeper = g.caller.create_client(KeepLesson, "/improvement/keep_lesson")
+        assert keeper.wait_for_service(timeout_sec=timeout(10.0))
+        answers = []
+        for end in (accepted((-0.25, -0.25, 0.02)), accepted(RED)):  # the red block moved away: not the lesson's end
+            future = keeper.call_async(KeepLesson.Request(example=pending.example, initial_scene=scene_to_json(INITIAL),
+                                                          accepted_scene=scene_to_json(end)))
+            rclpy.spin_until_future_complete(g.caller, future, timeout_sec=timeout(60.0))
+            answers.append(future.result())
+        rejected, kept = answers
+        assert not rejected.stored and rejected.rehearsal == "rejected" and rejected.message.startswith("I did not keep")
+        assert kept.stored and kept.rehearsal == "kept" and len(g.added) == 1 and g.added[0].example.transcript == IMPROVED
+    finally:
+        g.close()

@@ -61,7 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "a higher cap goes on (default: no cap)")
     cap.add_argument("--deviation", action="append", default=[], metavar="NAME",
                      help="a named deviation from the paper's protocol, off by default (repeatable): "
-                          "continue-after-errors, wall-clock-timeout; the report says which were on")
+                          "continue-after-errors, wall-clock-timeout, rehearse-lessons (a lesson is kept only when its "
+                          "replay from the run's first scene ends where the person accepted the task); the report says "
+                          "which were on")
     cap.add_argument("--llm-base-url", default="", metavar="URL", help="OpenAI-compatible endpoint")
     cap.add_argument("--llm-model", default="", metavar="NAME", help="model name the endpoint serves")
     cap.add_argument("--llm-config", default="", metavar="FILE", help="LLM config file (default config/llm.yaml)")

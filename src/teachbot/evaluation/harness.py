@@ -31,6 +31,7 @@ from teachbot.evaluation.metrics import Return, RunRecord
 from teachbot.evaluation.person import LlmPerson, PersonConfig, Reaction, Situation, TemplatePerson, person_rng
 from teachbot.interaction import CoreConfig, InteractionCore, LocalExamples
 from teachbot.interaction.core import ENDED
+from teachbot.interaction.pending import DISCARDED as UNFINISHED_COUNT
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
@@ -47,6 +48,7 @@ LEARNING_MODES = ("improve", "store_raw", "off")
 # robot functions no part of the evaluation serves (no issue detection node runs in the paper's protocol): left out
 # of every prompt, so no model is offered a function that would only answer "not available"
 UNBOUND = ("check_action",)
+REHEARSE = "rehearse-lessons"  # the deviation (teachbot.evaluation.sweep.DEVIATIONS) that tries lessons before keeping them
 
 
 @dataclass(frozen=True)
@@ -201,8 +203,10 @@ class ConsoleAgent:
                  memory_config: Any = None, embedder: Any = None, deviations: Sequence[str] = (),
                  rehearse: bool | None = None) -> None:
         """``deviations``: names of teachbot.evaluation.sweep.DEVIATIONS to apply (none: the paper's protocol).
-        ``rehearse``: try each lesson in a copy of the world before storing it (teachbot.learning.rehearsal; None:
-        config/learning.yaml's ``rehearsal.enabled``); each run's record says how many lessons it kept and rejected."""
+        ``rehearse``: try each lesson in a copy of the world before storing it (teachbot.learning.rehearsal; None: as
+        the ``rehearse-lessons`` deviation says, off in the paper's protocol); the lesson then waits until the simulated
+        person accepts the task (teachbot.interaction.pending: their praise, or ending the run at a success) and each
+        run's record says how many lessons were kept, rejected and discarded unfinished."""
         if method.learning not in LEARNING_MODES:
             raise ValueError(f"learning mode of {method.name} is one of {', '.join(LEARNING_MODES)}")
         self.method, self.models = method, models
@@ -217,7 +221,7 @@ class ConsoleAgent:
         api = RobotApi.load("tabletop").without(UNBOUND)
         robot = TabletopRobot(skills, objects, self.dialog)
         self.learner = Learner.in_process(Improver(models.improvement, api, method.learning), self.memory,
-                                          rehearsal=_rehearser(rehearse))
+                                          rehearsal=_rehearser(REHEARSE in self.deviations if rehearse is None else rehearse))
         self.core = InteractionCore(
             api, robot.functions(), self.dialog, models.interaction, function_model=models.function_generation,
             examples=LocalExamples(memory=self.memory),
@@ -225,14 +229,19 @@ class ConsoleAgent:
             learner=self.learner,
             scene_objects=lambda: sorted(objects()), on_kill=getattr(skills, "cancel_all", None),
             scene_state=lambda: scene_from_positions(objects()),
+            satisfied=self._satisfied,
         )
 
+    def _satisfied(self) -> bool:
+        """Whether the simulated person, having ended the run, accepted the table: they end it both at a success
+        and when they give up (out of corrections or time); their last return says which."""
+        return bool(self.dialog.returns) and self.dialog.returns[-1].state == "success"
     def run(self, prepared: PreparedRun) -> RunRecord:
         """One run: episodes until the person ends it (a console that gives up is a return of error/timeout)."""
         self.dialog.start(prepared)
         self.usage.reset()
         started = time.monotonic()
-        tried = dict(self.learner.rehearsals)
+        tried, settled = dict(self.learner.rehearsals), dict(self.core.pending.counts)
         while not self.dialog.over:
             reason = self.core.run_episode()
             error = self.core.llm_error if reason.startswith("LLM unavailable") else None
@@ -258,6 +267,8 @@ class ConsoleAgent:
         transcript = self.core.session.transcript.render() if self.core.session else ""
         for verdict in (KEPT, REJECTED):  # this run's lessons tried in a copy of the world: kept, rejected
             prepared.extra[f"rehearsal_{verdict}"] = self.learner.rehearsals[verdict] - tried.get(verdict, 0)
+        # and those that waited for the person, who never accepted the corrected task
+        prepared.extra["rehearsal_unfinished"] = self.core.pending.counts[UNFINISHED_COUNT] - settled.get(UNFINISHED_COUNT, 0)
         return run_record(prepared, self.dialog.returns, self.usage, started, transcript)
 
     def close(self) -> None:

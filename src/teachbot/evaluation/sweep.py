@@ -40,6 +40,9 @@ DEVIATIONS = {
                              "and a new episode starts (the paper ends the run)",
     "wall-clock-timeout": "the run's timeout is wall-clock time, the model's latency included (the paper's counts the "
                           "robot's work: here its motion time and the console's round limit)",
+    "rehearse-lessons": "a lesson waits until the person accepts the corrected task, is replayed from the run's first "
+                        "scene in a copy of the simulated world and kept only when it ends where they accepted it "
+                        "(teachbot.learning.rehearsal; the paper keeps every lesson)",
 }
 
 

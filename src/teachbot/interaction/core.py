@@ -21,6 +21,14 @@ from teachbot.console.session import QUIET_PREFIX, ConsoleSession, CorrectionSte
 from teachbot.errors import ConfigError
 from teachbot.interaction.confirm import LessonConfirmation
 from teachbot.interaction.model_trouble import SlowModelNotice, llm_failure_sentence
+from teachbot.interaction.pending import (
+    PENDING_OUTPUT,
+    UNFINISHED,
+    WAIT,
+    PendingLessons,
+    accepted_at_return,
+    left_after_fix,
+)
 from teachbot.language.bounds import Bounds
 from teachbot.language.budget import PromptTooLong, TokenBudget
 from teachbot.language.dialog import DialogChannel
@@ -28,6 +36,7 @@ from teachbot.language.prompts import ExampleSource
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.language.transcript import Entry, Transcript
 from teachbot.learning.call import LearningCall, LearnReply, LearnRequest
+from teachbot.learning.statements import calls
 from teachbot.llm.base import Completion, LLMError, Model
 from teachbot.llm.pricing import PriceTable, UsageMeter
 from teachbot.memory.example import InteractionExample
@@ -52,6 +61,7 @@ class CoreConfig:
     bounds: Bounds = Bounds()  # sizes console code can make this process hold (the session gets the transcript's)
     llm_wait_notice: float = 20.0  # seconds without the model's answer before the robot says it is waiting (0: never)
     confirm_lessons: bool = False  # read a lesson back and store it only once the person agrees (teachbot.interaction.confirm)
+    defer_lessons: bool = True  # ask the learner to keep a lesson pending until the person accepts the task (.pending)
 
     @classmethod
     def from_config(cls, interaction: dict[str, Any], learning: dict[str, Any] | None = None) -> CoreConfig:
@@ -85,6 +95,11 @@ class InteractionCore:
     correction. An episode with corrections that did not call ``learn_from_interaction()`` ends with the
     learner distilling knowledge from it (``LearningCall.distill``), when the learner can.
 
+    A lesson waits for the person to accept the corrected task (teachbot.interaction.pending): with ``scene_state``,
+    ``defer_lessons`` and a learner that rehearses, the learning call's lesson comes back pending and is tried against
+    the table the person accepts, and kept only when it ends there. ``satisfied``, when given, says whether a person
+    who left accepted the table (the evaluation's simulated person; else leaving after the robot's fix is accepting).
+
     Confirm-before-store: while ``confirm_lessons`` is true (config, or set at run time) a lesson is read back to
     the person and stored only once they agree (teachbot.interaction.confirm); ``on_pending_lesson`` is told the
     candidate while the question is open and None once it is answered.
@@ -113,6 +128,7 @@ class InteractionCore:
         on_pending_lesson: Callable[[InteractionExample | None], None] | None = None,
         node: str = "",
         scene_state: Callable[[], Sequence[SceneObject]] | None = None,
+        satisfied: Callable[[], bool] | None = None,
     ) -> None:
         self.api, self.dialog, self.model, self.function_model = api, dialog, model, function_model
         self.knowledge, self.corrections = knowledge, corrections
@@ -153,6 +169,9 @@ class InteractionCore:
         self.confirm_lessons = self.config.confirm_lessons
         self.confirmation = LessonConfirmation(learner, dialog, on_pending=on_pending_lesson or (lambda _lesson: None),
                                                log=log) if learner is not None else None
+        self.satisfied = satisfied
+        self.pending = PendingLessons(learner, self._say, log, self.config.learn_deadline, LEARN_GRACE) \
+            if learner is not None else None
 
     def _listener(self, role: str, model: Any) -> Callable[[Completion, str], None]:
         local = bool(getattr(model, "local", False))  # a server on this machine or network costs nothing
@@ -212,6 +231,7 @@ class InteractionCore:
         else:
             if reason != ENDED and not reason.startswith(QUIET_PREFIX):
                 self._say(f"I stopped: {reason}. Please tell me again what to do.")
+        self._settle_at_end(reason)
         if self._corrected and not self._learned:
             self._distill()
         self.episodes += 1
@@ -220,7 +240,29 @@ class InteractionCore:
         return reason
 
     def _entry(self, entry: Entry, first_line: int) -> None:
+        if self.pending and entry.kind == "code" and calls(entry.text, WAIT):
+            self._settle_at_return()
         self.on_entry(self.episode_id, entry, first_line)
+
+    def _settle_at_return(self) -> None:
+        """The robot hands control back: pending lessons are tried when the person's last words accepted the table."""
+        session = self.session
+        if session is not None and accepted_at_return(session.transcript.entries, self.api.motion_names):
+            self.pending.settle(self._scene_now(), time.time, "the person's words after the fix accepted the table")
+
+    def _settle_at_end(self, reason: str) -> None:
+        """The episode is over: pending lessons are tried when the person left after the fix, else discarded."""
+        if not self.pending:
+            return
+        left = reason == ENDED or reason.startswith(QUIET_PREFIX)
+        if not left:
+            self.pending.discard(f"{UNFINISHED} (the robot stopped: {reason})")
+        elif self.satisfied is not None and not self.satisfied():
+            self.pending.discard(f"{UNFINISHED} (the person left unsatisfied)")
+        elif self.session is not None and left_after_fix(self.session.transcript.entries, self.api.motion_names):
+            self.pending.settle(self._scene_now(), time.time, "the person left after the fix")
+        else:
+            self.pending.discard(f"{UNFINISHED} (the person left with their last correction unanswered)")
 
     def _say(self, text: str) -> None:
         """Speak even when the dialog is closed (the person may still be listening on the topic)."""
@@ -305,17 +347,22 @@ class InteractionCore:
             raise NotAvailableError("learn_from_interaction() is not available: no improvement node is configured")
         deadline = self.config.learn_deadline
         confirm = self.confirm_lessons and self.confirmation is not None
-        request = replace(self._learn_request(deadline), store=not confirm)
+        request = self._learn_request(deadline)
+        defer = self.config.defer_lessons and not confirm and bool(request.initial_scene) and self.pending is not None
+        request = replace(request, store=not confirm, defer=defer)
         self._learned = True
         reply = self._improve(request)
         if confirm and not reply.stored and reply.lesson is not None:
             return self.confirmation.run(request, reply.lesson, deadline + LEARN_GRACE, self._improve)
+        if reply.pending and reply.lesson is not None and self.pending is not None:
+            self.pending.add(request, reply.lesson)
+            self.dialog.say(self.dialog.fit(f"Got it. {PENDING_OUTPUT}: {_lower_first(reply.message)}"))
+            return PENDING_OUTPUT
         if not reply.stored:
             return f"nothing learned: {reply.message}"
         if self.knowledge is not None:
             self.knowledge.forget()
-        message = reply.message
-        self.dialog.say(self.dialog.fit(f"Got it. Next time: {message[0].lower() + message[1:] if message else ''}"))
+        self.dialog.say(self.dialog.fit(f"Got it. Next time: {_lower_first(reply.message)}"))
         return None
 
     def _improve(self, request: LearnRequest) -> LearnReply:
@@ -336,6 +383,10 @@ class InteractionCore:
     def shutdown(self) -> None:
         """Release the sandbox worker (after the episode thread stopped)."""
         self.sandbox.close()
+
+
+def _lower_first(text: str) -> str:
+    return text[0].lower() + text[1:] if text else ""
 
 
 def _flag(value: Any, key: str) -> bool:

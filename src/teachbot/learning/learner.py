@@ -6,7 +6,9 @@ while at least ``store_margin`` seconds are left before the request's deadline (
 its deadline never finds a lesson stored behind its back), or hands it back unstored as the candidate
 of a confirm-before-store request. An improved lesson is first tried in a copy of the simulated world
 (:class:`~teachbot.learning.rehearsal.Rehearser`, when given) and stored only when the replay ends where the person
-accepted the episode's end; a rejected one is discarded with the reason as the reply's one sentence. Then, and
+accepted the episode's end; a rejected one is discarded with the reason as the reply's one sentence. When the caller
+defers (``LearnRequest.defer``: the person has not accepted the corrected task yet), such a lesson is handed back
+pending and tried by :meth:`Learner.keep` once the person accepts it (teachbot.interaction.pending). Then, and
 instead of the chain for :meth:`Learner.distill`, the knowledge extractor (DROC) distils typed entries from the
 corrections and stores them the same way.
 
@@ -102,10 +104,11 @@ class Learned:
     knowledge: tuple[str, ...] = ()
     knowledge_ids: tuple[str, ...] = ()
     rehearsal: Rehearsal | None = None  # what trying the lesson found (None: not a lesson to try, or no rehearser)
+    pending: bool = False  # the example waits for the person to accept the corrected task (a ``defer`` request)
 
     def reply(self) -> LearnReply:
         """The console's view of it."""
-        return LearnReply(self.stored, self.message, self.example, self.example_id, self.knowledge)
+        return LearnReply(self.stored, self.message, self.example, self.example_id, self.knowledge, self.pending)
 
 
 class Learner:
@@ -171,6 +174,10 @@ class Learner:
         """Knowledge only (the end of a task with corrections); ``stored`` says whether any was stored."""
         return self.distill_only(request).reply()
 
+    def keep(self, request: LearnRequest, lesson: InteractionExample, timeout: float) -> LearnReply:
+        """A pending lesson, now that the person accepted the corrected task (see :meth:`keep_pending`)."""
+        return self.keep_pending(request, lesson).reply()
+
     # ------------------------------------------------------------------ with everything it did
     def learn(self, request: LearnRequest) -> Learned:
         """One learning call; an exception of the chain (an LLM outage) goes to the caller. It is a ``learning``
@@ -191,8 +198,11 @@ class Learner:
                 problem=request.problem, improvement=request.improvement)
         for note in lesson.notes:
             self.log(f"episode {request.episode_id or '?'}: {note}")
-        tried = self._rehearse(request, lesson, deadline)
-        learned = replace(self._store_lesson(request, lesson, deadline, seconds, tried), rehearsal=tried)
+        if self._defers(request, lesson):  # tried once the person accepts the corrected task (keep_pending)
+            learned = self._pending(request, lesson)
+        else:
+            tried = self._rehearse(request, lesson, deadline)
+            learned = replace(self._store_lesson(request, lesson, deadline, seconds, tried), rehearsal=tried)
         # after the chain, whatever its verdict: the corrections may still teach facts (not for a candidate: it stores nothing)
         if request.store and self._can_distill(deadline):
             texts, ids, _ = self._distill(request, deadline)
@@ -200,6 +210,27 @@ class Learner:
             if ids:
                 self.log(f"episode {request.episode_id or '?'}: {len(ids)} knowledge entr{'y' if len(ids) == 1 else 'ies'} stored")
         return learned
+
+    def keep_pending(self, request: LearnRequest, lesson: InteractionExample) -> Learned:
+        """A lesson handed back pending, now that the person accepted the corrected task: replayed from the request's
+        ``initial_scene``, stored only when it ends at its ``accepted_scene`` (the table the person accepted) and while
+        the store margin is left before the request's deadline (a ``learning.keep`` span)."""
+        with span("learning.keep", {"learning.episode_id": request.episode_id}) as current:
+            learned = self._keep(request, lesson)
+            set_attributes(current, _outcome(learned))
+            return learned
+
+    def _keep(self, request: LearnRequest, lesson: InteractionExample) -> Learned:
+        seconds = request.deadline - time.time()
+        if seconds <= 0:
+            return self._refused(deadline_message(seconds))
+        deadline = time.monotonic() + seconds
+        tried = self._try(request, lesson.transcript, deadline, accepted=True)
+        if tried is not None and tried.rejected:
+            return Learned(False, self._refused(tried.reason, "lesson discarded: rehearsal rejected: ").message,
+                           rehearsal=tried)
+        return replace(self._store(request, lesson, deadline, seconds, lesson.improvement or lesson.problem),
+                       rehearsal=tried)
 
     def distill_only(self, request: LearnRequest) -> Learned:
         """Distillation without the chain (a ``learning.distill`` span)."""
@@ -223,14 +254,32 @@ class Learner:
         self.log(prefix + message)
         return Learned(False, message)
 
+    def _defers(self, request: LearnRequest, lesson: Lesson) -> bool:
+        """Whether ``lesson`` waits for the person to accept the corrected task: the caller defers, and the rehearsal
+        would try it (on, the profile's world, the initial scene known, an improved lesson)."""
+        return (request.defer and request.store and lesson.ok and self.rehearsal is not None
+                and self.improver(request.profile).mode == "improve" and not self.rehearsal.why_untried(request, deferred=True))
+
+    def _pending(self, request: LearnRequest, lesson: Lesson) -> Learned:
+        """The lesson handed back unstored, to be tried and kept once the person accepts the corrected task."""
+        self.log(f"episode {request.episode_id or '?'}: lesson pending until the person accepts the corrected task: "
+                 f"{lesson.reason}")
+        return Learned(False, lesson.reason, lesson, self._example(request, lesson), pending=True)
+
     def _rehearse(self, request: LearnRequest, lesson: Lesson, deadline: float) -> Rehearsal | None:
         """Try an improved lesson in a copy of the world (teachbot.learning.rehearsal); None when there is none to try."""
-        if self.rehearsal is None or not lesson.ok:
+        if not lesson.ok:
+            return None
+        return self._try(request, lesson.transcript, deadline)
+
+    def _try(self, request: LearnRequest, transcript: str, deadline: float, accepted: bool = False) -> Rehearsal | None:
+        """Replay ``transcript`` (``accepted``: against the table the person accepted) and count the verdict."""
+        if self.rehearsal is None:
             return None
         mode = self.improver(request.profile).mode
         try:
             tried = (Rehearsal(NOT_TRIED, f"learning mode {mode} stores the interaction as it was") if mode != "improve"
-                     else self.rehearsal.rehearse(request, lesson.transcript, until=deadline - self.store_margin))
+                     else self.rehearsal.rehearse(request, transcript, until=deadline - self.store_margin, accepted=accepted))
         except Exception as exc:  # noqa: BLE001 - a broken rehearsal must not lose the lesson: it is stored untried
             tried = Rehearsal(NOT_TRIED, f"the rehearsal failed: {type(exc).__name__}: {exc}")
             self.warn(f"episode {request.episode_id or '?'}: {tried.reason}")
@@ -244,30 +293,39 @@ class Learner:
             return replace(self._refused(lesson.reason, "lesson discarded: "), lesson=lesson)
         if tried is not None and tried.rejected:
             return replace(self._refused(tried.reason, "lesson discarded: rehearsal rejected: "), lesson=lesson)
-        example = InteractionExample(
+        example = self._example(request, lesson)
+        if not request.store:  # the caller reads it back to the person and stores it once they agree
+            self.log(f"episode {request.episode_id or '?'}: candidate lesson for the person to confirm: {lesson.reason}")
+            return Learned(False, lesson.reason, lesson, example)
+        return replace(self._store(request, example, deadline, seconds, lesson.reason), lesson=lesson)
+
+    def _example(self, request: LearnRequest, lesson: Lesson) -> InteractionExample:
+        """The lesson with its provenance, as memory keeps it."""
+        return InteractionExample(
             profile=request.profile, source="learned", transcript=lesson.transcript,
             instructions=tuple(Transcript.parse(lesson.transcript).instructions()), problem=lesson.problem,
             improvement=lesson.improvement, scope=lesson.scope, episode_id=request.episode_id,
             author_model=self.improver(request.profile).model.name, created=utc_now_iso())
-        if not request.store:  # the caller reads it back to the person and stores it once they agree
-            self.log(f"episode {request.episode_id or '?'}: candidate lesson for the person to confirm: {lesson.reason}")
-            return Learned(False, lesson.reason, lesson, example)
+
+    def _store(self, request: LearnRequest, example: InteractionExample, deadline: float, seconds: float,
+               reason: str) -> Learned:
+        """Store ``example`` while the store margin is left before ``deadline``; ``reason``: what it teaches."""
         left = deadline - time.monotonic()
         if left < self.store_margin:  # the caller gives up at the deadline: store nothing it would not hear of
             message = deadline_message(seconds) if left <= 0 else (
                 f"the learning call reached its deadline of {seconds:.1f} s (under {self.store_margin:g} s left to store "
                 "the lesson); nothing was stored")
-            return replace(self._refused(message), lesson=lesson, example=example)
+            return replace(self._refused(message), example=example)
         if self.lessons is None:
-            return replace(self._refused("the lesson could not be stored: this learner keeps no lessons"), lesson=lesson)
+            return self._refused("the lesson could not be stored: this learner keeps no lessons")
         try:
             example_id = self.lessons.add(example)
         except (MemoryStoreError, NotAvailableError) as exc:
             message = f"the lesson could not be stored: {exc}"
             self.warn(message)
-            return Learned(False, message, lesson, example)
-        self.log(f"lesson stored as {example_id}: {lesson.reason}")
-        return Learned(True, lesson.reason, lesson, example.replace(id=example_id), example_id)
+            return Learned(False, message, example=example)
+        self.log(f"episode {request.episode_id or '?'}: lesson stored as {example_id}: {reason}")
+        return Learned(True, reason, example=example.replace(id=example_id), example_id=example_id)
 
     # ------------------------------------------------------------------ distillation
     def _can_distill(self, deadline: float) -> bool:
@@ -308,7 +366,8 @@ class Learner:
 
 def _outcome(learned: Learned) -> dict[str, object]:
     """A learning span's result: stored, a candidate or discarded; the lesson id or the reason; the knowledge ids."""
-    verdict = "stored" if learned.stored else "candidate" if learned.example is not None and not learned.example_id else "discarded"
+    verdict = ("stored" if learned.stored else "pending" if learned.pending
+               else "candidate" if learned.example is not None and not learned.example_id else "discarded")
     tried = learned.rehearsal
     return {"learning.verdict": verdict, "learning.lesson_id": learned.example_id or None, "learning.reason": learned.message,
             "learning.knowledge_ids": list(learned.knowledge_ids),

@@ -10,9 +10,13 @@ otherwise it is rejected with one sentence for the person that says where the re
 
 When the robot learns before it has carried out the person's correction (the usual order: the complaint, then
 ``learn_from_interaction()`` at once, then the fix), the objects at the learning call are where the person said they
-should not be, not an accepted end: the replay then only has to run without errors (the verdict's reason says the end
-was not compared). The end counts as accepted when the episode's transcript shows the robot moving again after the
-person answered its first motion (:func:`corrected_before_learning`).
+should not be, not an accepted end. The console therefore defers the comparison (``LearnRequest.defer``): the lesson
+waits, unstored, until the person accepts the corrected task (teachbot.interaction.pending), and is then tried against
+the table as they accepted it (``accepted=True``). A request that does not defer is compared only when the transcript
+shows the robot moving again after the person answered its first motion (:func:`corrected_before_learning`); else
+the replay only has to run without errors (the verdict's reason says the end was not compared). An object the
+robot's mistake moved and its fix left where it was (between the first request and the learning call, not after:
+``LearnRequest.learned_scene``) is a leftover the person let stand: a lesson may also leave it where it began.
 
 The dialog never blocks in a replay: the first ``wait_for_trigger()`` returns the request the lesson recorded and
 any later one ends the replay (control back to the person: the lesson is over); ``ask()`` returns the answer the
@@ -35,8 +39,9 @@ from typing import Any
 
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import RobotApi
-from teachbot.language.transcript import Entry, Transcript, person_outputs, utterance_text
-from teachbot.learning.call import LearnRequest
+from teachbot.language.transcript import Transcript, person_outputs, utterance_text
+from teachbot.learning.call import REJECTED_PREFIX, LearnRequest
+from teachbot.learning.statements import calls
 from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 from teachbot.simrobot.direct import DirectSkills
 from teachbot.simrobot.factory import make_skills, world_from_scene
@@ -44,7 +49,6 @@ from teachbot.simrobot.snapshot import SceneObject, where
 from teachbot.world.scene import TabletopConfig
 
 KEPT, REJECTED, NOT_TRIED = "kept", "rejected", "not tried"
-REJECTED_PREFIX = "I did not keep that lesson: "
 # the robot functions of a profile over (a skill caller, the object positions by name, the dialog)
 RobotFunctions = Callable[[Any, Callable[[], dict[str, list[float]]], DialogChannel], dict[str, Callable[..., Any]]]
 
@@ -130,11 +134,12 @@ class Rehearser:
     def enabled(self) -> bool:
         return self.config.enabled
 
-    def rehearse(self, request: LearnRequest, lesson: str, until: float | None = None) -> Rehearsal:
+    def rehearse(self, request: LearnRequest, lesson: str, until: float | None = None, *, accepted: bool = False) -> Rehearsal:
         """Try ``lesson`` (a console transcript) from the request's initial scene; ``until``: time.monotonic() after
-        which it gives up (not tried)."""
+        which it gives up (not tried). ``accepted``: the request's ``accepted_scene`` is the table the person accepted
+        (compared whatever the transcript shows)."""
         started = time.monotonic()
-        why = self._untried(request)
+        why = self.why_untried(request)
         if why:
             return Rehearsal(NOT_TRIED, why)
         try:
@@ -142,19 +147,21 @@ class Rehearser:
         except ValueError as exc:
             return Rehearsal(NOT_TRIED, f"no copy of the scene: {exc}")
         try:
-            verdict, reason = self._replay(world, request, lesson, until)
+            verdict, reason = self._replay(world, request, lesson, until, accepted)
         finally:
             world.close()
         return Rehearsal(verdict, reason, round(time.monotonic() - started, 3))
 
-    def _untried(self, request: LearnRequest) -> str:
+    def why_untried(self, request: LearnRequest, *, deferred: bool = False) -> str:
+        """Why a lesson of ``request`` would not be tried ('' when it would); ``deferred``: the accepted scene comes
+        later (only the initial one is needed now)."""
         if not self.config.enabled:
             return "rehearsal is off (config/learning.yaml rehearsal.enabled)"
         if request.profile not in self.functions:
             return (f"the {request.profile} profile has no rehearsal world (only "
                     f"{', '.join(sorted(self.functions)) or 'none'}: a kitchen's doors, drawers, base and held things "
                     "are not rebuilt from an object list)")
-        if not request.initial_scene or not request.accepted_scene:
+        if not request.initial_scene or not (deferred or request.accepted_scene):
             return "the request carries no initial or accepted scene"
         return ""
 
@@ -163,7 +170,8 @@ class Rehearser:
             self._apis[profile] = RobotApi.load(profile)
         return self._apis[profile]
 
-    def _replay(self, world: Any, request: LearnRequest, lesson: str, until: float | None) -> tuple[str, str]:
+    def _replay(self, world: Any, request: LearnRequest, lesson: str, until: float | None,
+                accepted: bool) -> tuple[str, str]:
         api = self._api(request.profile)
         dialog = ReplayDialog()
         objects = lambda: {o.name: [float(v) for v in o.position] for o in world.objects()}  # noqa: E731
@@ -186,26 +194,39 @@ class Rehearser:
                 if result.error:
                     statement = entry.text.split("\n")[0]
                     return REJECTED, f"{REJECTED_PREFIX}replayed from the start, {statement} failed ({result.error})."
-        if not corrected_before_learning(request.transcript, api.motion_names):
+        if not accepted and not corrected_before_learning(request.transcript, api.motion_names):
             return KEPT, ("replayed from the start without errors; the end was not compared: the robot learned before it "
                           "carried out the correction")
         end = tuple(SceneObject(o.name, o.category, o.color, tuple(float(v) for v in o.position[:3]), 0.0)  # type: ignore[arg-type]
                     for o in world.objects())
         held = world.held_object() or ""
-        return self._compare(end, request.accepted_scene, held)
+        return self._compare(end, request.accepted_scene, held, _leftovers(request, self.config.tolerance))
 
-    def _compare(self, end: Sequence[SceneObject], accepted: Sequence[SceneObject], held: str) -> tuple[str, str]:
-        """Kept when every object the person accepted ends within tolerance and in or on the same thing."""
+    def _same(self, got: SceneObject, end: Sequence[SceneObject], want: SceneObject, among: Sequence[SceneObject]) -> bool:
+        """Whether ``got`` (in ``end``) is where ``want`` is (in ``among``): within tolerance, in or on the same thing."""
+        gap = math.hypot(got.position[0] - want.position[0], got.position[1] - want.position[1])
+        there, here = where(want, among, self.table), where(got, end, self.table)
+        if gap > self.config.tolerance:
+            return False
+        # in a bowl or not must agree; resting on another block or on the table at the same spot is a stack's order
+        return _inside(there) == _inside(here)
+
+
+    def _compare(self, end: Sequence[SceneObject], accepted: Sequence[SceneObject], held: str,
+                 leftovers: Mapping[str, SceneObject] | None = None) -> tuple[str, str]:
+        """Kept when every object the person accepted ends within tolerance and in or on the same thing; one of
+        ``leftovers`` (the mistake moved it, the fix did not: name -> where it began) may also end where it began."""
         ended = {o.name: o for o in end}
+        initial = list((leftovers or {}).values())
         wrong: list[tuple[SceneObject, SceneObject]] = []
         for want in accepted:
             got = ended.get(want.name)
             if got is None:
                 continue  # something perception found later: the replay knows nothing of it
-            gap = math.hypot(got.position[0] - want.position[0], got.position[1] - want.position[1])
-            there, here = where(want, accepted, self.table), where(got, end, self.table)
-            if got.name == held or gap > self.config.tolerance or ((_relation(there) or _relation(here)) and there != here):
-                wrong.append((got, want))
+            if got.name == held or not self._same(got, end, want, accepted):
+                began = (leftovers or {}).get(want.name)
+                if got.name == held or began is None or not self._same(got, end, began, initial):
+                    wrong.append((got, want))
         if not wrong:
             return KEPT, "replayed from the start, it left every object where the person accepted it"
         got, want = wrong[0]
@@ -223,6 +244,24 @@ class Rehearser:
                           f"not {_bare(there)} where you accepted it{more}.")
 
 
+def _leftovers(request: LearnRequest, tolerance: float) -> dict[str, SceneObject]:
+    """Objects the robot's mistake moved and its fix left there (name -> where it began): moved between the first
+    request and the learning call (``learned_scene``), not between it and the person's acceptance. The person let
+    them stand, so a lesson that leaves them where they began is not held to where the mistake put them."""
+    began = {o.name: o for o in request.initial_scene}
+    learned = {o.name: o for o in request.learned_scene}
+    out = {}
+    for now in request.accepted_scene:
+        first, then = began.get(now.name), learned.get(now.name)
+        if first is not None and then is not None and _gap(first, then) > tolerance and _gap(then, now) <= tolerance:
+            out[now.name] = first
+    return out
+
+
+def _gap(a: SceneObject, b: SceneObject) -> float:
+    return math.hypot(a.position[0] - b.position[0], a.position[1] - b.position[1])
+
+
 def corrected_before_learning(transcript: str, motions: Collection[str]) -> bool:
     """Whether the episode's objects at the learning call are the corrected ones: the robot moved, the person spoke,
     and the robot moved again before ``learn_from_interaction()`` (its correction carried out, so the person saw it)."""
@@ -230,29 +269,20 @@ def corrected_before_learning(transcript: str, motions: Collection[str]) -> bool
     spoken = person_outputs(entries)
     phase = 0  # 0: no motion yet; 1: moved; 2: the person answered a motion
     for index, entry in enumerate(entries):
-        if entry.kind == "code" and _calls(entry, ("learn_from_interaction",)):
+        if entry.kind == "code" and calls(entry.text, ("learn_from_interaction",)):
             break
         if index in spoken and phase == 1:
             phase = 2
-        elif entry.kind == "code" and _calls(entry, motions):
+        elif entry.kind == "code" and calls(entry.text, motions):
             if phase == 2:
                 return True
             phase = max(phase, 1)
     return False
 
 
-def _calls(entry: Entry, names: Collection[str]) -> bool:
-    """Whether a statement calls one of ``names``."""
-    try:
-        tree = ast.parse(entry.text)
-    except SyntaxError:
-        return False
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names for node in ast.walk(tree))
-
-
-def _relation(words: str) -> bool:
-    """Whether a where() description says the object is in or on another object (not just on the table)."""
-    return not words.startswith("on the table")
+def _inside(words: str) -> str:
+    """The thing a where() description says the object is in ('' when it is on something, or on the table)."""
+    return words if words.startswith("in ") else ""
 
 
 def _bare(words: str) -> str:

@@ -24,6 +24,9 @@ spent on knowledge that could not be kept).
 Rehearsal (teachbot.learning.rehearsal, config/learning.yaml ``rehearsal``): an improved lesson is replayed from the
 request's ``initial_scene`` (the perceived objects when the episode's first request came) in a fresh simulated
 tabletop built from it, and stored only when it runs without errors and ends at the request's ``accepted_scene``.
+A ``defer`` request (the console will say when the person accepts the corrected task) stores such a lesson not yet:
+the response is ``pending`` with the lesson as its example, and improvement/keep_lesson (KeepLesson.srv) later
+replays it against the scene the person accepted and stores it through memory/add only when it ends there.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from opentelemetry.trace import SpanKind
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from teachbot_interfaces.msg import LlmCompletion
-from teachbot_interfaces.srv import AddExample, AddKnowledge, DescribeObject, Improve
+from teachbot_interfaces.srv import AddExample, AddKnowledge, DescribeObject, Improve, KeepLesson
 
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import MemoryStoreError
@@ -64,9 +67,9 @@ from teachbot.nodes.common import (
     wait_served,
 )
 from teachbot.nodes.knowledge_convert import entry_to_msg
-from teachbot.nodes.memory_node import to_msg
+from teachbot.nodes.memory_node import from_msg, to_msg
 from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
-from teachbot.simrobot.snapshot import scene_from_json
+from teachbot.simrobot.snapshot import Scene, scene_from_json
 from teachbot.skills.parameters import SkillParameters
 from teachbot.tracing import span, trace_parent
 
@@ -180,6 +183,8 @@ class ImprovementNode(Node):
                                distill=self.distill, why_not_distill=why, cancelled=self.closing.is_set,
                                rehearsal=self.rehearsal, log=logger.info, warn=logger.warning)
         self.create_service(Improve, "improvement/improve", self.on_improve, callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_service(KeepLesson, "improvement/keep_lesson", self.on_keep_lesson,
+                            callback_group=MutuallyExclusiveCallbackGroup())
         logger.info(f"improvement ready: mode {self.mode}, model {self.model.name}, "
                     f"distillation {'on' if self.distill else 'off'}, rehearsal {'on' if self.rehearsal.enabled else 'off'}")
 
@@ -197,18 +202,11 @@ class ImprovementNode(Node):
         return self._extractors[profile]
 
     async def on_improve(self, request: Improve.Request, response: Improve.Response) -> Improve.Response:
-        wall = request.deadline.sec + request.deadline.nanosec * 1e-9
-        if wall <= 0:  # no deadline given: the configured one from now
-            wall = time.time() + self.deadline
-        try:
-            scenes = scene_from_json(request.initial_scene), scene_from_json(request.accepted_scene)
-        except ValueError as exc:  # the lesson is still learned, only not tried
-            self.get_logger().warning(f"episode {request.episode_id or '?'}: {exc}")
-            scenes = (), ()
+        scenes = self._scenes(request, request.episode_id)
         learn = LearnRequest(request.profile or "tabletop", request.episode_id, request.transcript,
-                             tuple(request.scene_objects), wall, store=not request.candidate_only,
+                             tuple(request.scene_objects), self._deadline(request), store=not request.candidate_only,
                              problem=request.problem, improvement=request.improvement,
-                             initial_scene=scenes[0], accepted_scene=scenes[1])
+                             initial_scene=scenes[0], accepted_scene=scenes[1], defer=request.defer)
         # the LLM chain takes seconds: it runs on a worker thread while the executor keeps spinning
         # (the memory node's answers must be able to arrive on a single-threaded executor)
         run = self.learner.distill_only if request.distill_only else self.learner.learn
@@ -221,6 +219,39 @@ class ImprovementNode(Node):
             return self._answer(response, Learned(False, message))
         return self._answer(response, learned)
 
+    async def on_keep_lesson(self, request: KeepLesson.Request, response: KeepLesson.Response) -> KeepLesson.Response:
+        """A pending lesson, now that the person accepted the corrected task: tried, and stored only when kept."""
+        lesson = from_msg(request.example)
+        initial, accepted = self._scenes(request, lesson.episode_id)
+        try:
+            learned_scene = scene_from_json(request.learned_scene)
+        except ValueError:
+            learned_scene = ()
+        learn = LearnRequest(lesson.profile or "tabletop", lesson.episode_id, "", (), self._deadline(request),
+                             initial_scene=initial, accepted_scene=accepted, learned_scene=learned_scene)
+        work = self._workers.submit(self._traced, request.trace_parent, lambda r: self.learner.keep_pending(r, lesson), learn)
+        try:
+            learned = await wait_for_worker(self, work)
+        except Exception as exc:  # noqa: BLE001 - a crash is an answer: the lesson is not kept
+            learned = Learned(False, f"the lesson could not be kept: {type(exc).__name__}: {exc}")
+            self.get_logger().warning(learned.message)
+        response.stored, response.message, response.example_id = learned.stored, learned.message, learned.example_id
+        response.rehearsal = learned.rehearsal.verdict if learned.rehearsal is not None else ""
+        return response
+
+    def _deadline(self, request: Improve.Request | KeepLesson.Request) -> float:
+        """The request's wall-clock deadline; when it has none, the configured one from now."""
+        wall = request.deadline.sec + request.deadline.nanosec * 1e-9
+        return wall if wall > 0 else time.time() + self.deadline
+
+    def _scenes(self, request: Improve.Request | KeepLesson.Request, episode: str) -> tuple[Scene, Scene]:
+        """The request's initial and accepted scenes (JSON); none when they do not parse (the lesson is not tried)."""
+        try:
+            return scene_from_json(request.initial_scene), scene_from_json(request.accepted_scene)
+        except ValueError as exc:
+            self.get_logger().warning(f"episode {episode or '?'}: {exc}")
+            return (), ()
+
     def _traced(self, parent: str, run: Callable[[LearnRequest], Learned], learn: LearnRequest) -> Learned:
         """The learner on the worker thread, as a span of the caller's trace (the request's trace_parent)."""
         with span("improvement.serve", {"learning.episode_id": learn.episode_id}, parent=parent, node=self.get_name(),
@@ -230,7 +261,7 @@ class ImprovementNode(Node):
     @staticmethod
     def _answer(response: Improve.Response, learned: Learned) -> Improve.Response:
         """Fill ``response`` from what the learner did."""
-        response.stored, response.message = learned.stored, learned.message
+        response.stored, response.message, response.pending = learned.stored, learned.message, learned.pending
         if learned.lesson is not None:
             lesson = learned.lesson
             response.problem, response.improvement, response.scope = lesson.problem, lesson.improvement, lesson.scope

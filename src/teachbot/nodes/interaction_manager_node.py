@@ -421,6 +421,10 @@ class InteractionManagerNode(Node):
         """The core's LearningCall.store: a lesson the person confirmed, through memory/add."""
         return self.lessons.store(lesson, timeout)
 
+    def keep(self, request: LearnRequest, lesson: InteractionExample, timeout: float) -> LearnReply:
+        """The core's LearningCall.keep: a pending lesson, through improvement/keep_lesson."""
+        return self.lessons.keep(request, lesson, timeout)
+
     def distill(self, request: LearnRequest, timeout: float) -> LearnReply:
         """The core's end-of-task distillation: improvement/improve with distill_only."""
         reply = self._improve(request, timeout, True, "no knowledge distilled: the improvement node is not running")
