@@ -6,7 +6,9 @@ Where the database has pgvector (its embeddings are ``vector``), the learned exa
 the query e = sum_i gamma^(i-1) E(I^i) is computed here as in the file backend (retrieval.query_vector),
 the HNSW index of this embedding model (partial, inner product) returns the nearest key rows of the
 examples this robot may see, and an example's score is its best key's, S(H) = max_j e . E(I_H^j): the core
-paper's score, with HNSW's approximate nearest neighbours in place of the exact scan. Seed examples (files)
+paper's score, with HNSW's approximate nearest neighbours in place of the exact scan. Only key rows of length 1 and
+of the model's dimension are ranked (the schema refuses others; a row that gets through anyway, from a database of
+version 1, is skipped and logged: teachbot.memory.pg_checks). Seed examples (files)
 and lessons still queued for the database are scored in process and merged by score. Without pgvector,
 this is the file backend's EpisodicMemory over the PgMemoryStore: the in-process index kept in sync from
 the database (the store catches up on every NOTIFY).
@@ -30,6 +32,8 @@ from psycopg import sql
 from teachbot.memory.embedding import Embedder
 from teachbot.memory.episodic import EpisodicMemory
 from teachbot.memory.example import LEARNED, InteractionExample
+from teachbot.memory.pg_checks import LIMITS, score_problem
+from teachbot.memory.pg_rows import key_dimension
 from teachbot.memory.pg_schema import VECTOR, embedding_literal, ensure_hnsw_index
 from teachbot.memory.pg_store import PgMemoryStore
 from teachbot.memory.retrieval import RetrievalConfig, Retrieved, Retriever, query_vector
@@ -56,6 +60,7 @@ class PgEpisodicMemory(EpisodicMemory):
         self._was_sql = self.in_sql
         self._loaded = Retriever(embedder, retrieval)  # SQL mode: the learned examples held, for a database that is away
         self._loaded_lock = threading.Lock()
+        self._told: set[tuple[str, int]] = set()  # key rows skipped as untrusted, each told once
 
     @property
     def in_sql(self) -> bool:
@@ -117,6 +122,10 @@ class PgEpisodicMemory(EpisodicMemory):
             found = self.store.link.run(lambda conn: self._search(conn, query, profile, k * CANDIDATES_PER_K, exact=True))
         results: list[Retrieved] = []
         for example_id, key_index, score in found:
+            problem = score_problem(score)
+            if problem:  # a key row the server's checks did not stop (a database of version 1, say): never ranked
+                self._untrusted(example_id, key_index, problem)
+                continue
             try:
                 example = self.store.get(example_id)
             except KeyError:  # removed meanwhile, or not caught up yet
@@ -126,6 +135,13 @@ class PgEpisodicMemory(EpisodicMemory):
             if len(results) == k:
                 break
         return sorted(results, key=lambda r: (r.score, r.example.id))
+
+    def _untrusted(self, example_id: str, key_index: int, problem: str) -> None:
+        """One error line per key row that retrieval skipped as untrusted."""
+        if (example_id, key_index) not in self._told:
+            self._told.add((example_id, key_index))
+            log.error("memory: skipping key %d of %r in the database at %s: %s; `teachbot memory remove --any-robot %s` "
+                      "deletes the lesson", key_index, example_id, self.store.where, problem, example_id)
 
     def _nearest_loaded(self, newest_first: Sequence[str], profile: str, k: int) -> list[Retrieved]:
         """The k learned examples held in this process that are nearest (the database being away): scored here."""
@@ -145,9 +161,11 @@ class PgEpisodicMemory(EpisodicMemory):
             " SELECT DISTINCT ON (example_id) example_id, key_index, score FROM ("
             "  SELECT example_id, key_index, -({vector} <#> %(q)s::vector({dim})) AS score FROM teachbot_example_keys"
             "  WHERE model = {model} AND (shared = 'fleet' OR robot_id = %(robot)s){profile}"
+            "  AND vector_dims(embedding) = {dim} AND abs(vector_norm(embedding) - 1) <= {tolerance}"
             "  ORDER BY {vector} <#> %(q)s::vector({dim}) LIMIT %(limit)s) AS nearest"
             " ORDER BY example_id, score DESC) AS best ORDER BY score DESC, example_id DESC"
         ).format(vector=vector, dim=sql.Literal(self._dim), model=sql.Literal(self.embedder.name),
+                 tolerance=sql.Literal(LIMITS.norm_tolerance),
                  profile=sql.SQL(" AND profile = %(profile)s") if profile else sql.SQL(""))
         with self._sql_lock, conn.transaction():
             if exact:
@@ -177,7 +195,7 @@ class PgEpisodicMemory(EpisodicMemory):
                 self.store.add_keys(missing[start:start + BACKFILL_BATCH])
             self._with_keys |= {e.id for e in unknown}
             if not self._dim:
-                dim = self.store.key_dimension(model)
+                dim = self.store.link.run(lambda conn: key_dimension(conn, model))
                 if dim:
                     self.store.link.run(lambda conn: ensure_hnsw_index(conn, model, dim))
                     self._dim = dim

@@ -12,6 +12,11 @@ Where the server has pgvector (the ``vector`` extension), embeddings are ``vecto
 model gets a partial HNSW index (inner product) over its rows, cast to its dimension; elsewhere they are
 ``real[]`` and retrieval uses the in-process index. ``teachbot_meta`` records the schema version and
 which of the two this database uses.
+
+Version 2 adds the trust model (teachbot.memory.pg_trust: a role per robot, row-level security, server-set ``seq``
+and ``created``, checked key embeddings). A database of version 1 is upgraded on the first connection of a login
+that owns its tables (the operator's, or the shared login every robot used with version 1); a robot's role cannot
+upgrade it and is told so.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import numpy as np
 
 from teachbot.errors import MemoryStoreError
 from teachbot.memory.example import LEARNED, InteractionExample
+from teachbot.memory.pg_trust import apply_trust
 from teachbot.storage.pg_link import SCHEMA_LOCK
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "teachbot_memory"  # LISTEN/NOTIFY channel; payload '<add|remove> <example id>'
 VECTOR, REAL_ARRAY = "vector", "real[]"
 
@@ -75,6 +81,7 @@ def ensure_schema(conn: Any) -> str:
     Returns the embedding column type of this database: VECTOR or REAL_ARRAY. ``conn`` is a psycopg
     connection in autocommit mode.
     """
+    version = 0
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         exists = conn.execute("SELECT to_regclass('teachbot_meta') IS NOT NULL").fetchone()[0]
@@ -86,10 +93,21 @@ def ensure_schema(conn: Any) -> str:
                                        f"({SCHEMA_VERSION}); update teachbot on this robot")
             if version == SCHEMA_VERSION:
                 return meta.get("embedding_type", REAL_ARRAY)
-        embedding_type = _vector_type(conn)
-        for statement in _TABLES.format(embedding_type=embedding_type).split(";"):
-            if statement.strip():
-                conn.execute(statement)
+            embedding_type = meta.get("embedding_type", REAL_ARRAY)
+        else:
+            embedding_type = _vector_type(conn)
+            for statement in _TABLES.format(embedding_type=embedding_type).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        owner = conn.execute("SELECT pg_has_role(tableowner, 'USAGE') FROM pg_tables WHERE tablename = 'teachbot_examples' "
+                             "AND schemaname = current_schema()").fetchone()
+        if not (owner and owner[0]):
+            user = conn.execute("SELECT current_user").fetchone()[0]
+            raise MemoryStoreError(f"the memory database has schema version {version}, older than this "
+                                   f"teachbot's ({SCHEMA_VERSION}), and this login ({user}) may not upgrade it: the operator "
+                                   "upgrades it by running `teachbot memory list --dsn <the operator's DSN>` once "
+                                   "(README: Fleet memory, upgrading)")
+        apply_trust(conn, embedding_type)
         conn.execute("INSERT INTO teachbot_meta (key, value) VALUES ('schema_version', %s), ('embedding_type', %s) "
                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION), embedding_type))
         return embedding_type
@@ -117,17 +135,14 @@ def hnsw_index_name(model: str, dim: int) -> str:
 
 
 def ensure_hnsw_index(conn: Any, model: str, dim: int) -> None:
-    """A partial HNSW index (inner product) over ``model``'s key rows cast to vector(dim); created once."""
+    """A partial HNSW index (inner product) over ``model``'s key rows cast to vector(dim); created once (by the
+    schema's teachbot_ensure_hnsw, named as ``hnsw_index_name``)."""
     if not 0 < dim <= 2000:
         raise MemoryStoreError(f"embedding dimension {dim} of {model!r} cannot have an HNSW index (pgvector allows 1..2000)")
-    name = hnsw_index_name(model, dim)
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]:
-            return
-        literal = conn.execute("SELECT quote_literal(%s)", (model,)).fetchone()[0]
-        conn.execute(f"CREATE INDEX {name} ON teachbot_example_keys USING hnsw ((embedding::vector({dim})) vector_ip_ops) "
-                     f"WHERE model = {literal}")
+    if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (hnsw_index_name(model, dim),)).fetchone()[0]:
+        return
+    with conn.transaction():  # the schema's function runs as its owner: a robot's role may not create an index
+        conn.execute("SELECT teachbot_ensure_hnsw(%s, %s)", (model, dim))
 
 
 def embedding_literal(row: np.ndarray, embedding_type: str) -> str | list[float]:

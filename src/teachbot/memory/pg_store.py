@@ -23,7 +23,9 @@ Guarantees (tables: teachbot.memory.pg_schema):
   (``on_change`` then gets what others added or removed), so a lesson learned on one robot reaches the
   others' retrieval within milliseconds; after an outage, it catches up with what was committed meanwhile.
 
-Examples are visible to this robot when shared with the fleet or learned by this robot (``robot_id``).
+Examples are visible to this robot when shared with the fleet or learned by this robot (``robot_id``: with a robot's
+role, the role). Trust (teachbot.memory.pg_trust): ``shared_for``, ``remove`` of this robot's lessons only, and
+lessons and key embeddings checked on write and read (teachbot.memory.pg_checks; a row that fails is skipped).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,37 +41,20 @@ import psycopg
 from teachbot.errors import MemoryStoreError
 from teachbot.memory.embedding import Embedder
 from teachbot.memory.example import LEARNED, SEED, InteractionExample, UnknownExampleError, validate_learned
+from teachbot.memory.pg_checks import check_lesson, check_vectors
+from teachbot.memory.pg_lessons import LESSONS, PoisonLog, StoreChange, confirmed_mark, read_lesson
 from teachbot.memory.pg_rows import changes_since, delete_example, insert_example, insert_missing_keys
-from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, VECTOR, ensure_schema, example_from_row
+from teachbot.memory.pg_schema import CHANNEL, REAL_ARRAY, ensure_schema
+from teachbot.memory.pg_trust import Identity, promote, read_identity
 from teachbot.memory.records import prepare_learned, read_learned_jsonl, read_seeds
 from teachbot.memory.store_protocol import ImportReport
 from teachbot.storage.files import write_jsonl
 from teachbot.storage.pg_link import CONNECT_TIMEOUT_S, RETRY_MAX_S, SHARED_VALUES, DatabaseAway, DatabaseRefused, PgLink
 from teachbot.storage.pg_listen import Listener
 from teachbot.storage.pg_timeouts import PgTimeouts
-from teachbot.storage.spool import Spool, SpoolFormat
+from teachbot.storage.spool import Spool
 
 log = logging.getLogger(__name__)
-
-
-def _decode_lesson(data: object, where: str) -> InteractionExample:
-    example = InteractionExample.from_dict(data, where)
-    validate_learned(example)
-    return example.with_derived_instructions()
-
-
-LESSONS = SpoolFormat[InteractionExample](
-    field="example", encode=InteractionExample.to_dict, decode=_decode_lesson, id=lambda e: e.id,
-    created=lambda e: e.created, what="memory spool", error=MemoryStoreError)
-
-
-@dataclass(frozen=True)
-class StoreChange:
-    """Examples that others (robots, processes) added or removed, as this store caught up with them; also a queued
-    lesson of this store's that the database refused (its id holds another example) is ``removed``."""
-
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
 
 
 class PgMemoryStore:
@@ -97,6 +81,7 @@ class PgMemoryStore:
                            timeouts=timeouts)
         self.dsn, self.where = dsn, self.link.where
         self.robot_id, self.shared = robot_id, shared
+        self.identity: Identity | None = None  # who the database says this login is (read on each new connection)
         self.seeds_dir = Path(seeds_dir) if seeds_dir is not None else None
         self.embedder = embedder
         self.on_change = on_change
@@ -104,7 +89,7 @@ class PgMemoryStore:
         self.embedding_type = REAL_ARRAY
         self._lock = threading.RLock()  # the examples held here; never held while the database is asked
         self._sync = threading.RLock()  # writes and catch-ups, one at a time, so a catch-up never sees a write half done
-        self._poison: set[tuple[str, int]] = set()  # (id, seq) of the rows skipped as unreadable, told once each
+        self._poison = PoisonLog(self.where)  # the rows skipped as unreadable, told once each
         self._seeds: dict[str, InteractionExample] = {}
         self._learned: dict[str, InteractionExample] = {}  # visible rows of the database, as last read
         self._spooled: dict[str, InteractionExample] = {lesson.item.id: lesson.item for lesson in self.spool.items()}
@@ -240,29 +225,35 @@ class PgMemoryStore:
                 self._version += 1
 
     # ------------------------------------------------------------------ writing
-    def add(self, example: InteractionExample) -> str:
+    def add(self, example: InteractionExample, confirmed: bool = False) -> str:
         """Store a learned example in one transaction and return its id (generated when empty).
 
         As the file store: ``created`` and ``instructions`` are filled when empty; an invalid example or an
         id taken by another example raises MemoryStoreError. While the database is unreachable the lesson
-        is queued durably in the spool (one warning line) and written when it is back.
+        is queued durably in the spool (one warning line) and written when it is back. ``confirmed``: this robot's
+        person confirmed the lesson (with a robot's role only such a lesson goes to the fleet: ``shared_for``).
         """
         prepared = prepare_learned(example)
         validate_learned(prepared)
+        try:
+            check_lesson(prepared)
+        except MemoryStoreError as exc:
+            raise MemoryStoreError(f"the lesson {prepared.id!r} was not stored: {exc}") from None
+        mark = confirmed_mark(confirmed)
         with self._lock:
             if prepared.id in self._seeds or (prepared.id in self._spooled and self._spooled[prepared.id] != prepared):
                 raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
-        vectors = self._embed(prepared)
+        vectors = self.embed_keys(prepared)
         try:
             with self._sync:  # a catch-up must not see the row before this store holds it (others' news only)
-                outcome = self.link.run(lambda conn: insert_example(conn, prepared, self.robot_id, self.shared, vectors,
-                                                                self.embedding_type))
+                outcome, stored = self.link.run(lambda conn: insert_example(
+                    conn, prepared, self.robot_id, self.shared_for(mark), vectors, self.embedding_type, mark, self.stamped))
                 if outcome != "conflict":
-                    self._stored_locally(prepared)
+                    self._stored_locally(stored)
         except DatabaseRefused as exc:
             raise MemoryStoreError(f"the lesson {prepared.id!r} was not stored: {exc}") from None
         except DatabaseAway as exc:
-            self.spool.put(prepared, self.robot_id, self.shared)
+            self.spool.put(prepared, self.robot_id, self.shared, mark)
             with self._lock:
                 self._spooled[prepared.id] = prepared
                 self._version += 1
@@ -275,8 +266,10 @@ class PgMemoryStore:
             raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
         return prepared.id
 
-    def remove(self, example_id: str) -> None:
-        """Delete a learned example (for the whole fleet). Seeds are files to edit; unknown ids raise UnknownExampleError."""
+    def remove(self, example_id: str, any_robot: bool = False) -> None:
+        """Delete one of this robot's learned examples, for every robot that sees it; another robot's lesson is refused
+        (MemoryStoreError naming it) unless ``any_robot`` (the operator's ``teachbot memory remove --any-robot``; a robot's
+        role cannot, whatever it asks). Seeds are files to edit; unknown ids raise UnknownExampleError."""
         with self._lock:
             if example_id in self._seeds:
                 raise MemoryStoreError(f"{example_id!r} is a seed example (read-only); delete its file under {self.seeds_dir}")
@@ -286,16 +279,36 @@ class PgMemoryStore:
                 self._version += 1
         try:
             with self._sync:  # as in add: the tombstone and this store's forgetting are one step for a catch-up
-                found = self.link.run(lambda conn: delete_example(conn, example_id, self.robot_id))
+                other = self.link.run(lambda conn: delete_example(conn, example_id, self.robot_id, any_robot))
                 with self._lock:
-                    if self._learned.pop(example_id, None) is not None:
+                    if other is None and self._learned.pop(example_id, None) is not None:
                         self._version += 1
         except DatabaseAway as exc:
             if spooled is not None:
                 return  # it never reached the database
             raise MemoryStoreError(self.link.unreachable(exc, f"{example_id!r} was not removed; try again")) from None
-        if not found and spooled is None:
+        if other and spooled is None:
+            raise MemoryStoreError(f"{example_id!r} is a lesson of robot {other!r}, not of this robot ({self.robot_id}); "
+                                   f"only that robot removes it, or an operator: teachbot memory remove --any-robot {example_id}")
+        if other == "" and spooled is None:
             raise UnknownExampleError(f"no learned example with id {example_id!r}")
+
+    def promote(self, example_id: str) -> str:
+        """Share a learned example with the fleet (an operator's login: a robot's is refused); returns whose it is."""
+        return self.link.run(lambda conn: promote(conn, example_id, CHANNEL))
+
+    @property
+    def stamped(self) -> bool:
+        """The database sets ``created`` of this store's lessons (it logs in as a robot's role)."""
+        return self.identity is not None and self.identity.robot
+
+    def shared_for(self, confirmed: str) -> str:
+        """Who sees a lesson this store writes: the configured scope, but with a robot's role only a lesson its person
+        confirmed goes to the fleet (the database refuses others: pg_trust)."""
+        identity = self.identity
+        if identity is not None and identity.robot and (confirmed != "person" or not identity.may_share):
+            return "robot"
+        return self.shared
 
     def export_jsonl(self, path: str | Path, profile: str = "", source: str = LEARNED) -> int:
         """Write the matching examples to one JSON Lines file (atomically); returns how many."""
@@ -321,34 +334,29 @@ class PgMemoryStore:
         prepared = [prepare_learned(e) for e in examples]
         for example in prepared:
             validate_learned(example)
-        vectors = [self._embed(e) for e in prepared]
+            check_lesson(example)
+        vectors = [self.embed_keys(e) for e in prepared]
 
-        def insert_all(conn: psycopg.Connection) -> list[str]:
+        def insert_all(conn: psycopg.Connection) -> list[tuple[str, InteractionExample]]:
             with conn.transaction():
-                return [insert_example(conn, e, self.robot_id, self.shared, v, self.embedding_type) for e, v in zip(prepared, vectors)]
+                return [insert_example(conn, e, self.robot_id, self.shared_for(""), v, self.embedding_type, "", self.stamped)
+                        for e, v in zip(prepared, vectors)]
 
         try:
             with self._sync:  # as in add: a catch-up never takes these rows for others' news
-                outcomes = self.link.run(insert_all)
-                for example, outcome in zip(prepared, outcomes):
+                written = self.link.run(insert_all)
+                for outcome, stored in written:
                     if outcome == "added":
-                        self._stored_locally(example)
+                        self._stored_locally(stored)
         except DatabaseAway as exc:
             raise MemoryStoreError(self.link.unreachable(exc, unreachable)) from None
-        return outcomes
+        return [outcome for outcome, _ in written]
 
     def add_keys(self, examples: list[InteractionExample]) -> None:
         """Store the key embeddings of ``embedder`` for stored examples that lack them (one transaction; examples
         removed meanwhile are skipped). Raises DatabaseAway when the database is away."""
-        rows = [(e, self._embed(e)) for e in examples]
+        rows = [(e, self.embed_keys(e)) for e in examples]
         self.link.run(lambda conn: insert_missing_keys(conn, rows, self.embedding_type))
-
-    def key_dimension(self, model: str) -> int:
-        """The dimension of ``model``'s stored key embeddings (0 when it has none yet). Raises DatabaseAway."""
-        length = "vector_dims(embedding)" if self.embedding_type == VECTOR else "cardinality(embedding)"
-        row = self.link.run(lambda conn: conn.execute(f"SELECT {length} FROM teachbot_example_keys WHERE model = %s LIMIT 1",
-                                                  (model,)).fetchone())
-        return int(row[0]) if row else 0
 
     def close(self) -> None:
         """Stop the listener and close the connections."""
@@ -366,6 +374,12 @@ class PgMemoryStore:
     def _ensure_schema(self, conn: psycopg.Connection) -> None:
         """Each new connection of the link: the tables (created or migrated when need be) and the key column's type."""
         self.embedding_type = ensure_schema(conn)
+        identity = read_identity(conn)
+        if identity.robot and identity.role != self.robot_id:
+            log.warning("memory store: this robot logs in to the database at %s as the robot %r: that is its robot_id "
+                        "(memory.store.robot_id says %r)", self.where, identity.role, self.robot_id)
+            self.robot_id = identity.role
+        self.identity = identity
 
     def _catch_up(self, rows: list[tuple[object, ...]]) -> bool:
         """Apply the visible changes committed after the last one seen (``changes_since``: sequence numbers only grow
@@ -379,10 +393,9 @@ class PgMemoryStore:
             example = None
             if not removed:
                 try:
-                    example = example_from_row(row[:-2])
-                    validate_learned(example)
+                    example = read_lesson(row[:-2])
                 except (MemoryStoreError, TypeError, ValueError) as exc:
-                    self._skip_poison(str(example_id), seq, exc)
+                    self._poison.skip(str(example_id), seq, exc)
             if example is None:
                 gone = self._learned.pop(str(example_id), None) is not None
                 if gone and self._tracking:
@@ -401,13 +414,6 @@ class PgMemoryStore:
         self._tracking = True
         return changed
 
-    def _skip_poison(self, example_id: str, seq: int, exc: Exception) -> None:
-        """An unreadable row: one error line per row version, never an exception for the reader."""
-        if (example_id, seq) not in self._poison:
-            self._poison.add((example_id, seq))
-            log.error("memory store: skipping the row %r (seq %d) of the database at %s: it is not a readable lesson (%s); "
-                      "`teachbot memory remove %s` deletes it", example_id, seq, self.where, exc, example_id)
-
     def _flush_spool(self) -> bool:
         """Write the spooled lessons into the database, oldest first; stops at the first connection failure. A lesson
         the database refuses (bad data) is moved to the spool's quarantine; a file that cannot be read now stays."""
@@ -415,10 +421,12 @@ class PgMemoryStore:
         with self._sync, self.spool.lock():  # the row and this store's holding it are one step for a catch-up (see add)
             for lesson in self.spool.items():
                 example = lesson.item
-                vectors = self._embed(example)
+                vectors = self.embed_keys(example)
                 try:
-                    outcome = self.link.run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
-                        conn, e, ls.robot_id, ls.shared, v, self.embedding_type))
+                    outcome, example = self.link.run(lambda conn, e=example, ls=lesson, v=vectors: insert_example(
+                        conn, e, self.robot_id if self.identity and self.identity.robot else ls.robot_id,
+                        self.shared_for(ls.confirmed) if ls.shared == "fleet" else "robot", v, self.embedding_type,
+                        ls.confirmed, self.stamped))
                 except DatabaseRefused as exc:
                     outcome, why = "refused", f"the database refused it ({exc})"
                 else:
@@ -431,7 +439,7 @@ class PgMemoryStore:
                     else:
                         self.spool.done(example.id)
                         written += 1
-                        if lesson.shared == "fleet" or lesson.robot_id == self.robot_id:
+                        if lesson.shared == "fleet" or lesson.robot_id == self.robot_id or self.identity and self.identity.robot:
                             self._learned[example.id] = example
                     self._version += 1
         if written:
@@ -456,11 +464,14 @@ class PgMemoryStore:
                 self._learned[example.id] = example
                 self._version += 1
 
-    def _embed(self, example: InteractionExample) -> tuple[str, np.ndarray] | None:
-        """(model name, one row per key) for the key rows, or None without an embedder."""
+    def embed_keys(self, example: InteractionExample) -> tuple[str, np.ndarray] | None:
+        """(model name, one row per key) for the key rows, or None without an embedder; MemoryStoreError when the
+        embedder gives what no robot would trust (pg_checks.check_vectors)."""
         if self.embedder is None or not example.keys:
             return None
-        return self.embedder.name, np.asarray(self.embedder.embed(list(example.keys)), dtype=np.float32)
+        rows = np.asarray(self.embedder.embed(list(example.keys)), dtype=np.float32)
+        check_vectors(self.embedder.name, rows)
+        return self.embedder.name, rows
 
     def _meanwhile(self) -> str:
         """What the store does during an outage (the end of its outage warning)."""

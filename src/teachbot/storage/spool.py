@@ -10,7 +10,8 @@ there once stale. A file that cannot be opened or read now (too many open files,
 left where it is and tried again (``deferred``): a transient error never sets a lesson aside. A lesson whose file
 is in place when only the directory's fsync failed is stored (with a warning), not reported lost.
 
-On disk a record is ``{"<field>": <the item>, "robot_id": ..., "shared": "fleet"|"robot"}`` named
+On disk a record is ``{"<field>": <the item>, "robot_id": ..., "shared": "fleet"|"robot"}`` (and ``"confirmed":
+"person"`` for a lesson its person confirmed) named
 ``<id>.json``; ``field`` is ``example`` for lessons and ``entry`` for knowledge entries.
 """
 
@@ -50,6 +51,7 @@ class Spooled(Generic[T]):
     item: T
     robot_id: str
     shared: str
+    confirmed: str = ""  # 'person': the robot's person confirmed it (the fleet memory's trust model); '' not
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,11 @@ class Spool(Generic[T]):
         """The ids whose files could not be read at the last look (a transient error): still here, to be tried again."""
         return frozenset(name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name for name in self._deferred)
 
-    def put(self, item: T, robot_id: str, shared: str) -> None:
+    def put(self, item: T, robot_id: str, shared: str, confirmed: str = "") -> None:
         """Write the item durably (atomic, fsync'ed); ``form.error`` when the disk refuses it."""
         record = {self.form.field: self.form.encode(item), "robot_id": robot_id, "shared": shared}
+        if confirmed:
+            record["confirmed"] = confirmed
         item_id = self.form.id(item)
         try:
             with file_lock(self.directory):
@@ -167,8 +171,10 @@ class Spool(Generic[T]):
             record = json.loads(path.read_text())
             item = self.form.decode(record.get(self.form.field), str(path))
             robot_id, shared = record.get("robot_id", ""), record.get("shared", "")
-            if not isinstance(robot_id, str) or shared not in SHARED_VALUES:
-                raise self.form.error(f"{path}: robot_id must be a string and shared 'fleet' or 'robot'")
+            confirmed = record.get("confirmed", "")
+            if not isinstance(robot_id, str) or shared not in SHARED_VALUES or confirmed not in ("", "person"):
+                raise self.form.error(f"{path}: robot_id must be a string, shared 'fleet' or 'robot', confirmed '' or "
+                                      "'person'")
             if path.name != f"{self.form.id(item)}{SUFFIX}":
                 raise self.form.error(f"{path}: id {self.form.id(item)!r} does not match the file name")
         except FileNotFoundError:
@@ -180,7 +186,7 @@ class Spool(Generic[T]):
             quarantine(path, self.quarantine_dir, f"unreadable spooled record ({exc})", log, self.form.what)
             return None
         self._deferred.discard(path.name)
-        return Spooled(item, robot_id, shared)
+        return Spooled(item, robot_id, shared, confirmed)
 
     def _defer(self, name: str, exc: OSError) -> None:
         """A transient error on ``name``: left for the next look, with one warning per file and error."""
