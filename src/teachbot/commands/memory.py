@@ -2,7 +2,7 @@
 
     teachbot memory list [--profile P] [--source seed|learned]
     teachbot memory show ID
-    teachbot memory remove ID [ID ...]
+    teachbot memory remove [--any-robot] ID [ID ...]
     teachbot memory export FILE [--profile P] [--source seed|learned|all]
     teachbot memory import FILE
     teachbot memory migrate --to postgres|files [--dsn DSN] [--memory DIR] [--knowledge DIR] [--tasks DIR] [--batch N]
@@ -13,6 +13,7 @@
     teachbot memory knowledge export FILE [--kind K] [--object TEXT] [--task TEXT]
     teachbot memory knowledge import FILE
     teachbot memory tasks list | show TASK   (teachbot.commands.memory_tasks)
+    teachbot memory add-robot NAME | promote ID   (the operator's: teachbot.commands.memory_fleet)
 
 Works on the store of config/memory.yaml's ``memory.store.backend``: the files directly (teachbot.memory.MemoryStore,
 teachbot.knowledge.KnowledgeStore: atomic writes under a lock file), or the fleet's PostgreSQL database
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument("--dsn", default="", help="the fleet's PostgreSQL database (default: store.dsn of the config "
                         "when its backend is postgres), e.g. 'host=db.local dbname=teachbot user=robot'")
     actions = memory.add_subparsers(dest="action", required=True,
-                                    metavar="{list,show,remove,export,import,migrate,knowledge,tasks}")
+                                    metavar="{list,show,remove,export,import,migrate,knowledge,tasks,add-robot,promote}")
 
     listing = actions.add_parser("list", parents=[common], help="a table of the stored examples")
     listing.add_argument("--profile", default="", help="only this robot API profile (tabletop, household)")
@@ -58,8 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("id")
     show.set_defaults(func=run_show)
 
-    remove = actions.add_parser("remove", parents=[common], help="delete learned examples (seeds are files to edit)")
+    remove = actions.add_parser("remove", parents=[common], help="delete this robot's learned examples (seeds are files to edit)")
     remove.add_argument("ids", nargs="+", metavar="ID")
+    remove.add_argument("--any-robot", action="store_true", help="the fleet database: remove another robot's lesson too "
+                        "(the operator's login; a robot's role is refused)")
     remove.set_defaults(func=run_remove)
 
     export = actions.add_parser("export", parents=[common], help="write examples to a JSON Lines file")
@@ -82,9 +85,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     migrate.add_argument("--tasks", default="", metavar="DIR", help="the task logs' directory (default: store.tasks_dir)")
     migrate.set_defaults(func=run_migrate)
     register_knowledge(actions)
-    from teachbot.commands import memory_tasks  # deferred: loaded when the command runs
+    from teachbot.commands import memory_fleet, memory_tasks  # deferred: loaded when the command runs
 
     memory_tasks.register(actions)
+    memory_fleet.register(actions)
     # the store is files: no ROS domain needed
     memory.set_defaults(own_env=True)
 
@@ -173,10 +177,13 @@ def run_remove(args: argparse.Namespace) -> int:
     """Remove each id; every failure is reported and makes the exit status 1."""
     store = open_store(args)
     failed = 0
+    if args.any_robot and not hasattr(store, "promote"):
+        print("error: --any-robot: a file store holds this robot's lessons only", file=sys.stderr)
+        return 1
     for example_id in args.ids:
         try:
-            store.remove(example_id)
-        except MemoryStoreError as exc:  # an unknown id, a seed, an I/O error: say it, go on with the others
+            store.remove(example_id, any_robot=True) if args.any_robot else store.remove(example_id)
+        except MemoryStoreError as exc:  # an unknown id, another robot's, a seed, an I/O error: say it, go on
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
         else:
