@@ -14,7 +14,9 @@ Stops after ``max_rounds`` statements, after ``max_consecutive_errors`` errors o
 when the model repeats one statement ``loop_repeats`` times in a row with the same result, when a
 ``wait_for_trigger()`` the model wrote finds nobody there, or when the dialog ends. Undefined
 functions are written by the function-generating LLM first and inserted into the transcript before
-the statement that calls them.
+the statement that calls them; every generated definition that ran is in the transcript with its
+output, even one that failed (the sandbox refuses, before running it, a definition whose defaults,
+decorators or annotations would run code: teachbot/sandbox/_sandbox_defs.py).
 """
 
 from __future__ import annotations
@@ -253,11 +255,13 @@ class ConsoleSession:
                 continue
             if depth < self.config.function_depth:
                 written += self._generate_missing(definition, depth + 1)
+            if self.executor.refusal(definition) is not None:
+                continue  # refused before anything ran: left out; the statement will report the NameError
             result = self.executor.run(definition)
-            if result.error:  # a broken definition is left out; the statement will report the NameError
-                continue
-            self._code(definition)
-            written.append(definition)
+            self._code(definition)  # it ran: the transcript shows it and what it printed or raised
+            self._output("\n".join([*result.outputs, *([result.error] if result.error else [])]))
+            if not result.error:
+                written.append(definition)
         return written
 
     def _write_function(self, name: str, line: str) -> str | None:

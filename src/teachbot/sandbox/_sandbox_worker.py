@@ -87,6 +87,18 @@ class RobotError(Exception):
         self.kind = kind
 
 
+def _sibling(name: str) -> Any:
+    """The module ``name``.py beside this file, loaded by path, as -I -S puts no package on sys.path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    if (spec := importlib.util.spec_from_file_location(name, path)) is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
+    return module
+
+
+_DEFS = _sibling("_sandbox_defs")  # defining a function runs nothing: literal defaults, no decorators
+
+
 def _violation(what: str, hint: str = "") -> SandboxViolation:
     return SandboxViolation(f"{what} is not allowed in the robot console" + (f"; {hint}" if hint else ""))
 
@@ -129,6 +141,8 @@ def check_source(source: str, api_names: Iterable[str] = ()) -> ast.Module:
             _check_name(node.name, True, api)
         elif isinstance(node, (ast.arg, ast.keyword)) and node.arg and node.arg.startswith("_"):
             raise _violation(f"access to '{node.arg}'")
+        if problem := _DEFS.definition_problem(node):
+            raise _violation(*problem)
     return tree
 
 
@@ -206,7 +220,7 @@ def decode(tree: Any, depth: int = 0) -> Any:
     tag, body = tree
     if tag == "b" and type(body) is str:
         return body.encode("latin-1")
-    if type(body) is not list:
+    if type(body) is not list or (tag != "d" and tag not in _UNTAG):
         raise ValueError("malformed message")
     if tag == "d":
         if not all(type(p) is list and len(p) == 2 for p in body):
@@ -215,8 +229,6 @@ def decode(tree: Any, depth: int = 0) -> Any:
             return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
         except TypeError as exc:
             raise ValueError(f"malformed message: {exc}") from None
-    if tag not in _UNTAG:
-        raise ValueError("malformed message")
     try:
         return _UNTAG[tag]([decode(x, depth + 1) for x in body])
     except TypeError as exc:  # an unhashable set member
@@ -271,25 +283,13 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     raise _violation(_AUDIT_TOPICS.get(event.split(".")[0], f"the operation '{event}'"))
 
 
-def _seccomp_filter() -> Any:
-    """The seccomp filter of _sandbox_seccomp.py beside this file, built (not loaded); by path, as -I -S puts no package on sys.path."""
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_seccomp.py")
-    spec = importlib.util.spec_from_file_location("_sandbox_seccomp", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Filter()
-
-
 def harden(rfd: int, wfd: int, memory_mb: int, seccomp: bool = False) -> dict[str, Any]:
     """Move the pipe to fds 3/4, drop root, set rlimits, and last load the seccomp filter; returns what was applied."""
     report: dict[str, Any] = {}
     seccomp_filter = None
     if seccomp:  # built while files can still be opened (the library, the module); loaded at the end
         try:
-            seccomp_filter = _seccomp_filter()
+            seccomp_filter = _sibling("_sandbox_seccomp").Filter()
         except (OSError, ImportError, AttributeError) as exc:
             report["seccomp_error"] = str(exc)
     r, w = os.dup(rfd), os.dup(wfd)

@@ -16,6 +16,7 @@ functions has budgets of its own, per snippet and per episode (teachbot.sandbox.
 
 from __future__ import annotations
 
+import ast
 import json
 import keyword
 import logging
@@ -309,10 +310,14 @@ class SandboxExecutor:
             finally:
                 self._owner = None
 
-    def run(self, source: str) -> RunResult:
-        """Run a console snippet: top-level statements in order, expression values shown, stop at the first error."""
+    def refusal(self, source: str) -> RunResult | None:
+        """The error ``run`` would return without running anything (not Python, against the console's policy), or None."""
+        checked = self._check(source)
+        return checked if isinstance(checked, RunResult) else None
+
+    def _check(self, source: str) -> ast.Module | RunResult:
         try:
-            tree = check_source(source, self._api)
+            return check_source(source, self._api)
         except (SyntaxError, SandboxViolation) as exc:
             kind, line = error_line(exc, max_chars=self.limits.max_output_chars)
             return RunResult(error=line, error_type=kind)
@@ -321,6 +326,12 @@ class SandboxExecutor:
         except (RecursionError, MemoryError):  # the parser's own stack
             return RunResult(error="SandboxViolation: code this deeply nested is not allowed in the robot console",
                              error_type="SandboxViolation")
+
+    def run(self, source: str) -> RunResult:
+        """Run a console snippet: top-level statements in order, expression values shown, stop at the first error."""
+        tree = self._check(source)
+        if isinstance(tree, RunResult):
+            return tree
         if not tree.body:
             return RunResult()
         with self._exclusive():
