@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -169,7 +170,52 @@ def test_configure_loopback_reserves_a_domain_when_unset(
     ros_env.configure_loopback(env)
     domain = int(env["ROS_DOMAIN_ID"])
     assert domain in ros_env.DOMAIN_RANGE
-    assert (tmp_path / "teachbot-domains" / f"{domain}.lock").is_file()
+    assert (tmp_path / f"teachbot-domains-{os.getuid()}" / f"{domain}.lock").is_file()
+
+
+# --- the lock directory (issue 31, item 10) ----------------------------------------------------
+
+
+def test_the_domain_locks_live_in_a_directory_of_this_users_own(own_lock: None, tmp_path: Path) -> None:
+    """Created with mode 0700 under the user's id; a lock file in it is this user's and not world-readable."""
+    domain = ros_env.reserve_domain_id(str(tmp_path))
+    directory = tmp_path / f"teachbot-domains-{os.getuid()}"
+    info = directory.lstat()
+    assert info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+    assert stat.S_IMODE((directory / f"{domain}.lock").stat().st_mode) & 0o077 == 0
+    directory.chmod(0o777)  # this user's own, left open: closed again, not refused
+    ros_env.reserve_domain_id(str(tmp_path))
+    assert stat.S_IMODE(directory.lstat().st_mode) == 0o700
+
+
+def test_a_lock_directory_of_another_user_is_refused(own_lock: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's directory in its place (made first, to plant links to our files): refused, nothing opened."""
+    if os.geteuid() == 0:  # as root: a directory that really is another user's
+        theirs = tmp_path / f"teachbot-domains-{os.getuid()}"
+        theirs.mkdir(mode=0o777)
+        os.chown(theirs, 65534, 65534)
+    else:  # as a user: ours looks like another user's to a process of another uid
+        (tmp_path / f"teachbot-domains-{os.getuid() + 1}").mkdir(mode=0o777)
+        monkeypatch.setattr(os, "getuid", lambda: os.geteuid() + 1)
+        theirs = tmp_path / f"teachbot-domains-{os.getuid()}"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (theirs / "1.lock").symlink_to(victim)
+    held = len(ros_env._held_locks)
+    with pytest.raises(ros_env.LockDirectoryError, match=r"is owned by another user \(uid \d+\); teachbot keeps its lock "
+                       r"files only in a directory of your own: remove it, or set TMPDIR"):
+        ros_env.reserve_domain_id(str(tmp_path))
+    assert len(ros_env._held_locks) == held and victim.read_text() == "keep me"
+
+
+def test_a_link_in_place_of_the_lock_directory_is_refused(own_lock: None, tmp_path: Path) -> None:
+    """A link where the directory should be (even to a directory of ours) is refused, not followed."""
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / f"teachbot-domains-{os.getuid()}").symlink_to(target)
+    with pytest.raises(ros_env.LockDirectoryError, match="is a link"):
+        ros_env.reserve_domain_id(str(tmp_path))
+    assert list(target.iterdir()) == []
 
 
 # --- reserve_domain_id -------------------------------------------------------------------------

@@ -8,7 +8,8 @@ household profile instead skills/{move_to, grasp, place_object, handover_object_
 close, toggle, slice, wipe} (HouseholdSkill), the base driven through its virtual joints on the same
 controller topic. Service skills/release_handover. Skill parameters (config/skill_parameters.yaml)
 travel in the goals' parameter_names/parameter_values; a bad one is an INVALID_ARGUMENT result and
-nothing moves.
+nothing moves. A running goal whose action client left the ROS graph (its process killed: nobody will
+read the result) is cancelled and the arm held, with a warning (teachbot.skills.goal_clients).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from builtin_interfaces.msg import Duration
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
+from rclpy.node import Node, NodeNameNonExistentError
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
 from teachbot_interfaces.action import GoHome, Gripper, Handover, HouseholdSkill, MoveTo, Pick, Place, PutFirstOnSecond, Wait
@@ -36,6 +37,7 @@ from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, refuse_duplicate, ru
 from teachbot.nodes.convert import object_info, skill_result
 from teachbot.nodes.household_ros import RosBase, RosHouseholdView
 from teachbot.robot_profile import RobotProfile
+from teachbot.skills.goal_clients import GoalClientWatch, NodeName
 from teachbot.skills.household import HouseholdSkills
 from teachbot.skills.household_signatures import HAND, HOUSEHOLD_SKILLS
 from teachbot.skills.interfaces import CancelToken, ObjectInfo
@@ -52,6 +54,7 @@ STATE_STALE = 1.0  # wall seconds without a joint state after which the driver c
 # finished goals are kept this long for late result requests; every kept goal is re-sent in each
 # status update, so a long window makes each round trip slower as goals accumulate
 RESULT_TIMEOUT = 1
+CLIENT_POLL = 0.25  # seconds between looks at the graph for a running goal's client (the lease is 1.5 s)
 HANDOVERS = ("handover", "handover_object_to_human")  # skills that wait for skills/release_handover
 
 
@@ -259,6 +262,7 @@ class SkillsNode(Node):
         self._busy = threading.Lock()
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="skill")
         self._running: tuple[str, CancelToken] | None = None
+        self._watched: tuple[str, CancelToken, GoalClientWatch] | None = None  # the running goal and its client
         self._estop = False
         self._release = threading.Event()
         self.create_subscription(Bool, self.profile.topics["emergency_stop"], self.on_emergency_stop, COMMAND_QOS,
@@ -273,6 +277,7 @@ class SkillsNode(Node):
             for name, (action_type, to_kwargs) in self.skills.items()
         ]
         self.create_service(ReleaseHandover, "skills/release_handover", self.on_release_handover, callback_group=goals)
+        self.create_timer(CLIENT_POLL, self.on_watch_client, callback_group=state_group)
         self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(self.skills)}")
 
     def close(self) -> None:
@@ -322,6 +327,8 @@ class SkillsNode(Node):
             return SkillOutcome(False, ErrorCode.BUSY, f"skill {running!r} is running; wait for its result or cancel it", 0.0)
         token = CancelToken(poll=lambda: goal_handle.is_cancel_requested)
         self._running = (name, token)
+        watch = GoalClientWatch(lambda: self._feedback_subscribers(name), lambda node: self._sends_goals(name, node))
+        self._watched = (name, token, watch)
         try:
             if name in HANDOVERS:
                 self._release.clear()
@@ -332,8 +339,33 @@ class SkillsNode(Node):
 
             return self.library.run(name, cancel=token, feedback=feedback, **kwargs)
         finally:
-            self._running = None
+            self._running = self._watched = None
             self._busy.release()
+
+    def on_watch_client(self) -> None:
+        """Cancel the running goal once its action client left the graph: nobody is there to read the result."""
+        watched = self._watched
+        if watched is None or watched[1].cancelled:
+            return
+        name, token, watch = watched
+        left = watch.left()
+        if left:
+            self.get_logger().warning(f"the client of the running {name!r} goal ({left}) left the ROS graph: "
+                                      "cancelling the goal and holding the arm")
+            token.cancel(reason=f"canceled: its action client ({left}) left the ROS graph")
+
+    def _feedback_subscribers(self, name: str) -> dict[tuple[int, ...], NodeName]:
+        """Every subscription to skills/<name>'s feedback topic on the graph now, by GID."""
+        topic = self.resolve_topic_name(f"skills/{name}/_action/feedback")
+        return {tuple(info.endpoint_gid): (info.node_name, info.node_namespace) for info in self.get_subscriptions_info_by_topic(topic)}
+
+    def _sends_goals(self, name: str, node: NodeName) -> bool:
+        """Whether ``node`` has a client of skills/<name>'s send_goal service (it is an action client, not a listener)."""
+        service = self.resolve_service_name(f"skills/{name}/_action/send_goal")
+        try:
+            return any(client == service for client, _ in self.get_client_names_and_types_by_node(*node))
+        except (NodeNameNonExistentError, RuntimeError):  # not (yet) known by name: look again next time
+            return False
 
     def on_emergency_stop(self, msg: Bool) -> None:
         if msg.data and not self._estop:

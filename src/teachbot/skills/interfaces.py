@@ -80,11 +80,12 @@ class CancelToken:
         self._error: TeachbotError | None = None
         self._poll = poll  # e.g. "has the action client asked to cancel?"
 
-    def cancel(self, emergency: bool = False) -> None:
+    def cancel(self, emergency: bool = False, reason: str = "") -> None:
+        """Stop the skill at its next check; ``reason`` replaces 'canceled by request' in its error."""
         if emergency:
             self._error = EmergencyStopError("emergency stop: motion halted; release the stop (publish false) and retry")
         elif self._error is None:
-            self._error = CanceledError("canceled by request")
+            self._error = CanceledError(reason or "canceled by request")
         self._event.set()
 
     @property
