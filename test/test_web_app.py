@@ -254,7 +254,10 @@ def test_another_address_than_loopback_needs_a_token(tmp_path):
         WebConfig.load(host="0.0.0.0").with_token({"TEACHBOT_WEB_TOKEN": "short"})
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    assert WebConfig.load(host="0.0.0.0", token_file=str(token_file)).with_token({}).token == TOKEN
+    pem = tmp_path / "tls.pem"  # readable is all the config checks (test_web_trust serves over TLS)
+    pem.write_text("")
+    served = WebConfig.load(host="0.0.0.0", token_file=str(token_file), tls_cert=str(pem), tls_key=str(pem))
+    assert served.with_token({}).token == TOKEN
     assert WebConfig.load(host="::1").with_token({}).token == ""
     with pytest.raises(ConfigError, match="web.camera_fps"):
         WebConfig.load(camera_fps=0.0)
@@ -287,7 +290,7 @@ def test_camera_frames_come_at_the_configured_rate_newest_first(page):
 def test_the_checks_of_a_message():
     limits = Limits(max_text_chars=10)
     assert parse('{"type": "say", "text": " a\\tb "}', limits) == {"type": "say", "text": "a b"}
-    assert parse('{"type": "lessons"}', limits) == {"type": "lessons", "query": ""}
+    assert parse('{"type": "lessons"}', limits) == {"type": "lessons", "query": "", "offset": 0}
     assert clean_text("x\u0000y\u200bz\u202e!") == "xyz!"
     with pytest.raises(Refused, match="unexpected field"):
         parse('{"type": "stop", "now": true}', limits)

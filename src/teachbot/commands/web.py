@@ -1,7 +1,8 @@
 """``teachbot web``: the person's web page beside a running robot (``teachbot sim`` or a launch).
 
 Joins the robot's ROS domain (``--domain-id``, printed by teachbot sim) and serves the page on 127.0.0.1 (config/
-web.yaml) until Ctrl-C. ``teachbot sim --web`` and ``web:=true`` with ros2 launch start the same node with the stack.
+web.yaml) until Ctrl-C; another address needs a token and ``--tls-cert``/``--tls-key``. ``teachbot sim --web`` and
+``web:=true`` with ros2 launch start the same node with the stack.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     web.add_argument("--port", type=int, default=None, help="port (default config/web.yaml's 8765; 0: any free port)")
     web.add_argument("--token-file", default="", metavar="FILE",
                      help="file whose first line is the page's token (or set TEACHBOT_WEB_TOKEN); needed off loopback")
+    web.add_argument("--tls-cert", default="", metavar="PEM", help="certificate (chain) to serve https; needed off loopback")
+    web.add_argument("--tls-key", default="", metavar="PEM", help="the certificate's private key")
     web.add_argument("--no-confirm", action="store_true",
                      help="do not switch the robot to confirm-before-store (config/web.yaml confirm_lessons)")
     web.set_defaults(func=run, own_env=True)
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         node = WebNode(config=args.config, robot_profile=args.robot, host=args.host,
                        port=-1 if args.port is None else args.port, confirm_lessons="false" if args.no_confirm else "",
-                       token_file=args.token_file)
+                       token_file=args.token_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)
         spinner = threading.Thread(target=executor.spin, daemon=True, name="web-spin")

@@ -47,15 +47,18 @@ class WebNode(Node):
     """Serves the page; one thin translation per topic and service (the page's logic is ROS-free)."""
 
     def __init__(self, config: str = "web", robot_profile: str = "panda_sim", host: str = "", port: int = -1,
-                 camera_topic: str = "", objects_topic: str = "", confirm_lessons: str = "", token_file: str = "") -> None:
+                 camera_topic: str = "", objects_topic: str = "", confirm_lessons: str = "", token_file: str = "",
+                 tls_cert: str = "", tls_key: str = "") -> None:
         """ROS parameters (also keyword arguments): ``config`` (config/web.yaml or a path), ``robot_profile`` (whose
         emergency stop topic), and overrides of config/web.yaml: ``host``, ``port`` (-1: the file's),
         ``camera_topic``, ``objects_topic``, ``confirm_lessons`` ("true"/"false"; empty: the file's), ``token_file``
-        (the token itself is never a parameter: TEACHBOT_WEB_TOKEN, the file, or config/web.yaml)."""
+        (the token itself is never a parameter: TEACHBOT_WEB_TOKEN, the file, or config/web.yaml), ``tls_cert`` and
+        ``tls_key`` (PEM files: the page is served over https)."""
         super().__init__("web")
         for name, default in (("config", config), ("robot_profile", robot_profile), ("host", host), ("port", int(port)),
                               ("camera_topic", camera_topic), ("objects_topic", objects_topic),
-                              ("confirm_lessons", str(confirm_lessons)), ("token_file", token_file)):
+                              ("confirm_lessons", str(confirm_lessons)), ("token_file", token_file),
+                              ("tls_cert", tls_cert), ("tls_key", tls_key)):
             self.declare_parameter(name, default)
         value = lambda name: self.get_parameter(name).value  # noqa: E731 - a short reader
         confirm = str(value("confirm_lessons")).strip().lower()
@@ -64,7 +67,7 @@ class WebNode(Node):
             str(value("config")), host=str(value("host")), port=None if port < 0 else port,
             camera_topic=str(value("camera_topic")), objects_topic=str(value("objects_topic")),
             confirm_lessons=None if not confirm else confirm in ("true", "1", "yes", "on"),
-            token_file=str(value("token_file")),
+            token_file=str(value("token_file")), tls_cert=str(value("tls_cert")), tls_key=str(value("tls_key")),
         ).with_token()
         refuse_duplicate(self)
         interaction = load_yaml(resolve_config("interaction"))["interaction"]
@@ -75,7 +78,8 @@ class WebNode(Node):
         max_text = int((interaction.get("bounds") or {}).get("max_heard_chars", 4000))
 
         self.hub = Hub(self, transcript_lines=self.settings.transcript_lines, dialog_turns=self.settings.dialog_turns,
-                       max_clients=self.settings.max_clients)
+                       max_clients=self.settings.max_clients, max_queue_bytes=self.settings.max_queue_bytes,
+                       lessons_page=self.settings.lessons_page)
         self.hub.update_status(robot=profile.name, camera=self.camera_topic, max_text=max_text)
         self.frames = FrameSource(self.settings.camera_fps, self.settings.camera_width, self.settings.jpeg_quality)
         calls = ReentrantCallbackGroup()

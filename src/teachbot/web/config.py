@@ -1,4 +1,4 @@
-"""config/web.yaml as a checked dataclass, and the token rule: loopback only unless a token is given at start."""
+"""config/web.yaml as a checked dataclass, and the bind rule: loopback only unless a token and TLS are given at start."""
 
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ class WebConfig:
     max_message_bytes: int = 16384
     messages_per_second: float = 20.0
     max_query_chars: int = 200
+    tls_cert: str = ""
+    tls_key: str = ""
+    max_queue_bytes: int = 4194304
+    lessons_page: int = 20
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -44,7 +48,7 @@ class WebConfig:
             if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
                 raise ConfigError(f"config/web.yaml web.{f.name}: expected {str(f.type)}, got {value!r}")
         positive = ("camera_fps", "transcript_lines", "dialog_turns", "max_clients", "max_message_bytes",
-                    "messages_per_second", "max_query_chars")
+                    "messages_per_second", "max_query_chars", "max_queue_bytes", "lessons_page")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"config/web.yaml web.{name}: must be positive, got {getattr(self, name)!r}")
@@ -69,7 +73,8 @@ class WebConfig:
 
     def with_token(self, environ: dict[str, str] | None = None) -> WebConfig:
         """The config with the token resolved (TEACHBOT_WEB_TOKEN, else ``token``, else ``token_file``) and the
-        bind rule applied: another address than loopback needs a token; a token needs 16 characters."""
+        bind rule applied: another address than loopback needs a token and TLS; a token is 16 or more printable
+        ASCII characters."""
         env = os.environ if environ is None else environ
         token = env.get(TOKEN_ENV, "").strip() or self.token.strip()
         if not token and self.token_file:
@@ -81,11 +86,30 @@ class WebConfig:
         if token and len(token) < MIN_TOKEN_CHARS:
             raise ConfigError(f"the web page's token must have at least {MIN_TOKEN_CHARS} characters "
                               f"(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(24))')")
-        if not token and not is_loopback(self.host):
-            raise ConfigError(f"refusing to serve the web page on {self.host}, which is not a loopback address, without a "
-                              f"token: give one at start ({TOKEN_ENV}=..., --token-file FILE, or web.token in "
-                              "config/web.yaml), or serve on 127.0.0.1")
+        if token and not (token.isascii() and token.isprintable() and " " not in token and ";" not in token):
+            raise ConfigError("the web page's token must be printable ASCII without spaces or ';' "
+                              "(e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(24))')")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("config/web.yaml web.tls_cert and web.tls_key (--tls-cert, --tls-key) go together")
+        for name in ("tls_cert", "tls_key"):
+            path = getattr(self, name)
+            if path and not os.access(Path(path).expanduser(), os.R_OK):
+                raise ConfigError(f"config/web.yaml web.{name}: cannot read {path}")
+        if not is_loopback(self.host):
+            if not token:
+                raise ConfigError(f"refusing to serve the web page on {self.host}, which is not a loopback address, "
+                                  f"without a token: give one at start ({TOKEN_ENV}=..., --token-file FILE, or web.token "
+                                  "in config/web.yaml), or serve on 127.0.0.1")
+            if not self.tls_cert:
+                raise ConfigError(f"refusing to serve the web page on {self.host}, which is not a loopback address, "
+                                  "without TLS: the token would cross the network in clear; give --tls-cert FILE "
+                                  "--tls-key FILE (web.tls_cert, web.tls_key), or serve on 127.0.0.1")
         return replace(self, token=token)
+
+    @property
+    def tls(self) -> bool:
+        """Whether the page is served over TLS (https, wss; its cookie is then ``Secure``)."""
+        return bool(self.tls_cert and self.tls_key)
 
 
 def is_loopback(host: str) -> bool:

@@ -4,8 +4,10 @@ The bridge reports what happens (:meth:`Hub.dialog`, :meth:`Hub.transcript`, ...
 history for pages that join late and sends every event to each connected page as one JSON text. What a page asks
 for (:meth:`Hub.handle`, a checked message of teachbot.web.protocol) goes to a :class:`Robot`, the bridge's side.
 A page that cannot keep up is disconnected (it reconnects and gets the whole state again) instead of queueing
-without bound. An episode's spans (:meth:`Hub.trace`) come from the trace files (teachbot.web.traces), which
-every process of the robot writes: the page asks for them, the hub adds the transcript lines it knows.
+without bound: each page's queue is bounded in bytes. The lessons panel is paged (only a page's rows are sent and
+highlighted) and told of memory changes at most once a ``lessons_debounce`` (a fleet's burst of updates is one).
+An episode's spans (:meth:`Hub.trace`) come from the trace files (teachbot.web.traces), which every process of the
+robot writes: the page asks for them, the hub adds the transcript lines it knows.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from teachbot.web.highlight import highlight, plain
 from teachbot.web.traces import TraceReader
 
 QUEUE_LIMIT = 1000  # events waiting for one page; past it the page is disconnected (it reconnects)
+QUEUE_BYTES = 4 * 1024 * 1024  # bytes of events waiting for one page (config/web.yaml max_queue_bytes)
 
 
 class RobotUnavailable(RuntimeError):
@@ -44,30 +47,49 @@ class Robot(Protocol):
 
 @dataclass
 class Client:
-    """One connected page: its queue of JSON texts, filled from any thread through its loop."""
+    """One connected page: its queue of JSON texts (ASCII: a character is a byte), filled from any thread through its
+    loop, bounded in number and in bytes."""
 
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     closed: bool = False
+    limit_bytes: int = QUEUE_BYTES
+    queued_bytes: int = 0
 
     def push(self, text: str | None) -> None:
         """(In the loop) queue ``text``; None or an overflow ends the page's connection."""
         if self.closed:
             return
-        if text is None or self.queue.qsize() >= QUEUE_LIMIT:
+        if (text is None or self.queue.qsize() >= QUEUE_LIMIT
+                or self.queued_bytes + len(text) > self.limit_bytes):
             self.closed = True
             self.queue.put_nowait(None)
             return
+        self.queued_bytes += len(text)
         self.queue.put_nowait(text)
+
+    async def next_text(self) -> str | None:
+        """(In the loop) the next text to send, None when the connection is to end."""
+        text = await self.queue.get()
+        if text is not None:
+            self.queued_bytes -= len(text)
+        return text
 
 
 class Hub:
     """Bounded state of the page plus its clients. Thread-safe."""
 
     def __init__(self, robot: Robot, *, transcript_lines: int = 2000, dialog_turns: int = 200, max_clients: int = 8,
-                 clock: Callable[[], float] = time.time, traces: TraceReader | None = None) -> None:
-        """``traces`` reads the episode traces (default: the folder of config/tracing.yaml, or TEACHBOT_TRACE_DIR)."""
+                 clock: Callable[[], float] = time.time, traces: TraceReader | None = None,
+                 max_queue_bytes: int = QUEUE_BYTES, lessons_page: int = 20, lessons_debounce: float = 1.0) -> None:
+        """``traces`` reads the episode traces (default: the folder of config/tracing.yaml, or TEACHBOT_TRACE_DIR);
+        ``max_queue_bytes`` bounds each page's queue; ``lessons_page`` rows per page of the lessons panel;
+        ``lessons_debounce`` seconds between two ``lessons_changed`` events."""
         self.robot, self.clock = robot, clock
+        self.max_queue_bytes, self.lessons_page, self.lessons_debounce = max_queue_bytes, lessons_page, lessons_debounce
+        self._changed_at = float("-inf")
+        self._changed_timer: threading.Timer | None = None
+
         self.traces = traces if traces is not None else TraceReader.configured()
         self.max_clients = max_clients
         self.transcript_lines = transcript_lines
@@ -84,13 +106,13 @@ class Hub:
     # ------------------------------------------------------------------ clients
     def connect(self, loop: asyncio.AbstractEventLoop) -> Client | None:
         """A new page's client with the whole state queued; None when ``max_clients`` pages are connected."""
-        client = Client(loop)
+        client = Client(loop, limit_bytes=self.max_queue_bytes)
         with self._lock:
             if len(self._clients) >= self.max_clients:
                 return None
             self._clients.append(client)
             for event in self._snapshot():
-                client.queue.put_nowait(json.dumps(event))
+                client.push(json.dumps(event))
         return client
 
     def disconnect(self, client: Client) -> None:
@@ -160,13 +182,32 @@ class Hub:
             self._send(dict(merged))
 
     def lessons_changed(self) -> None:
-        """The memory changed (memory/updated): pages refresh their lessons panel."""
+        """The memory changed (memory/updated): pages refresh their lessons panel, told at most once per
+        ``lessons_debounce`` seconds (changes within it are one event at its end)."""
         with self._lock:
+            if self._changed_timer is not None:
+                return  # one is due already: it covers this change
+            wait = self._changed_at + self.lessons_debounce - time.monotonic()
+            if wait <= 0:
+                self._changed_at = time.monotonic()
+                self._send({"type": "lessons_changed"})
+                return
+            self._changed_timer = threading.Timer(wait, self._lessons_changed_due)
+            self._changed_timer.daemon = True
+            self._changed_timer.start()
+
+    def _lessons_changed_due(self) -> None:
+        with self._lock:
+            self._changed_timer = None
+            self._changed_at = time.monotonic()
             self._send({"type": "lessons_changed"})
 
     def close(self) -> None:
         """End every page's connection (the server is stopping)."""
         with self._lock:
+            if self._changed_timer is not None:
+                self._changed_timer.cancel()
+                self._changed_timer = None
             for client in self._clients:
                 try:
                     client.loop.call_soon_threadsafe(client.push, None)
@@ -191,8 +232,7 @@ class Hub:
                 self.robot.end_conversation()
                 return [note("conversation ended: the robot starts afresh with what you say next")]
             if kind == "lessons":
-                found = lesson_rows.search(self.robot.list_lessons(), message["query"])
-                return [{"type": "lessons", "query": message["query"], "lessons": [lesson_rows.row(e) for e in found]}]
+                return [self._lessons(message["query"], int(message.get("offset", 0)))]
             if kind == "remove":
                 return [note(self.robot.remove_lesson(message["id"]))]
             if kind == "undo":
@@ -208,6 +248,14 @@ class Hub:
         except RobotUnavailable as exc:
             return [note(str(exc), error=True)]
         raise ValueError(f"unhandled message type {kind!r}")  # protocol.FIELDS and this method disagree: a bug
+
+    def _lessons(self, query: str, offset: int) -> dict[str, Any]:
+        """One page of the lessons matching ``query`` from ``offset`` (newest first); only its rows are highlighted."""
+        found = lesson_rows.search(self.robot.list_lessons(), query)
+        offset = max(0, min(offset, (len(found) - 1) // self.lessons_page * self.lessons_page)) if found else 0
+        shown = found[offset:offset + self.lessons_page]
+        return {"type": "lessons", "query": query, "offset": offset, "total": len(found), "page": self.lessons_page,
+                "lessons": [lesson_rows.row(e) for e in shown]}
 
     def trace(self, episode: str = "", known: str = "") -> dict[str, Any]:
         """The ``trace`` event of ``episode`` ('' = the newest episode of the transcript, else of the trace files):

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from teachbot.memory.example import LEARNED, InteractionExample
-from teachbot.web.highlight import highlight
+from teachbot.web.highlight import Tokens, highlight
 
 SEARCHED = ("improvement", "problem", "scope", "transcript", "episode_id", "id")
 
@@ -46,8 +47,15 @@ def row(example: InteractionExample) -> dict[str, Any]:
         "id": example.id, "profile": example.profile, "problem": example.problem, "improvement": example.improvement,
         "scope": example.scope, "created": example.created, "episode_id": example.episode_id,
         "author_model": example.author_model, "instructions": list(example.keys),
-        "transcript": highlight(example.transcript.rstrip("\n").splitlines()),
+        "transcript": highlighted(example.transcript),
     }
+
+
+@lru_cache(maxsize=256)
+def highlighted(transcript: str) -> list[Tokens]:
+    """A transcript as highlighted tokens, computed once per text (a page of lessons is asked for again on every
+    memory change; the result is only serialised, never changed)."""
+    return highlight(transcript.rstrip("\n").splitlines())
 
 
 def export_lines(examples: Sequence[InteractionExample]) -> str:

@@ -5,7 +5,9 @@ A message is one JSON object with a ``type``:
     {"type": "say", "text": "..."}            words for the robot (dialog/user), at most the dialog's max_heard_chars
     {"type": "stop"} / {"type": "resume"}     the emergency stop engaged / released
     {"type": "end"}                           the conversation is over (the robot's next wait ends it quietly)
-    {"type": "lessons", "query": "..."}       the lessons panel's list, filtered by the search words
+    {"type": "lessons", "query": "...", "offset": 0}
+                                              a page of the lessons panel's list (from ``offset``, newest first),
+                                              filtered by the search words
     {"type": "remove", "id": "..."}           remove one learned lesson
     {"type": "undo"}                          remove the newest learned lesson
     {"type": "confirm_mode", "on": true}      confirm-before-store on or off
@@ -32,14 +34,15 @@ FIELDS: dict[str, dict[str, type]] = {
     "stop": {},
     "resume": {},
     "end": {},
-    "lessons": {"query": str},
+    "lessons": {"query": str, "offset": int},
     "remove": {"id": str},
     "undo": {},
     "confirm_mode": {"on": bool},
     "trace": {"episode": str, "known": str},
 }
-OPTIONAL = {("lessons", "query"), ("trace", "episode"), ("trace", "known")}
+OPTIONAL = {("lessons", "query"), ("lessons", "offset"), ("trace", "episode"), ("trace", "known")}
 EPISODE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{0,64}$")  # an episode id as the console makes it (12 hex digits)
+MAX_OFFSET = 1_000_000  # a lessons page's first row: far more than any memory holds
 MAX_VERSION_CHARS = 200  # a trace version (teachbot.web.traces.TraceReader.event) is far shorter
 
 
@@ -105,6 +108,8 @@ def parse(raw: str | bytes, limits: Limits) -> dict[str, Any]:
         query = clean_text(out["query"])
         if len(query) > limits.max_query_chars:
             raise Refused(f"lessons: a search of at most {limits.max_query_chars} characters")
+        if not 0 <= out["offset"] <= MAX_OFFSET:
+            raise Refused(f"lessons: an offset of 0 to {MAX_OFFSET}")
         out["query"] = query
     elif kind == "remove" and not ID_PATTERN.match(out["id"]):
         raise Refused("remove: not a lesson id")

@@ -1,7 +1,7 @@
 """The page's server: uvicorn on its own thread and asyncio loop, on a socket bound before it starts.
 
 Binding first means a port in use is one clear error at start, port 0 gets a free port whose number is known at
-once, and the address printed is the one served.
+once, and the address printed is the one served. With ``tls_cert`` and ``tls_key`` it serves https (and wss).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from pathlib import Path
 
 import uvicorn
 
@@ -33,7 +34,7 @@ class WebServer:
     def url(self) -> str:
         """The page's address (without its token)."""
         host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
-        return f"http://{host}:{self.port}/"
+        return f"{'https' if self.config.tls else 'http'}://{host}:{self.port}/"
 
     def start(self) -> str:
         """Bind, start serving on a thread, return the page's address; a ConfigError when the address is taken."""
@@ -50,7 +51,9 @@ class WebServer:
         sock.set_inheritable(True)
         self._sock = sock
         self.port = self.page.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.page.app, log_level="warning", ws="websockets-sansio", lifespan="off",
+        tls = ({"ssl_certfile": str(Path(self.config.tls_cert).expanduser()),
+                "ssl_keyfile": str(Path(self.config.tls_key).expanduser())} if self.config.tls else {})
+        config = uvicorn.Config(self.page.app, log_level="warning", ws="websockets-sansio", lifespan="off", **tls,
                                 ws_max_size=self.config.max_message_bytes, ws_ping_interval=20.0, ws_ping_timeout=20.0,
                                 server_header=False, date_header=False, timeout_graceful_shutdown=2)
         self._server = uvicorn.Server(config)

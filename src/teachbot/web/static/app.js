@@ -1,11 +1,12 @@
 // teachbot's page. Everything shown is set as text (textContent), never as markup; no eval, no inline code.
 // Events arrive on /ws as JSON (see teachbot/web/hub.py), camera frames on /ws/camera (teachbot/web/frames.py).
 // The trace timeline asks for the shown episode's spans over /ws every second (teachbot/web/traces.py).
+// The emergency stop is a POST to /stop, outside the websockets (it gets through when every page slot is taken).
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const state = { ws: null, retry: 500, status: {}, episodes: new Map(), query: "", pending: null, newest: "" };
+  const state = { ws: null, retry: 500, status: {}, episodes: new Map(), query: "", offset: 0, page: 20, pending: null, newest: "" };
   const TRACE_POLL_MS = 1000;
   // the timeline: which episode it shows, the spans of its last answer, the picked span and the opened rows
   let trace = freshTrace("", false);
@@ -147,7 +148,13 @@
   function onLessons(event) {
     const list = $("lessons");
     list.replaceChildren();
-    $("lesson-count").textContent = event.lessons.length + (event.query ? " matching" : "") + " lesson" + (event.lessons.length === 1 ? "" : "s");
+    const total = Number(event.total) || 0, first = Number(event.offset) || 0, size = Number(event.page) || 1;
+    state.offset = first;
+    state.page = size;
+    $("lesson-count").textContent = total + (event.query ? " matching" : "") + " lesson" + (total === 1 ? "" : "s")
+      + (total > size ? " (" + (first + 1) + "-" + (first + event.lessons.length) + ")" : "");
+    $("lessons-newer").hidden = first <= 0;
+    $("lessons-older").hidden = first + size >= total;
     for (const lesson of event.lessons) {
       const item = el("li", null, "lesson");
       item.dataset.id = lesson.id;
@@ -391,7 +398,7 @@
   const handlers = {
     dialog: onDialog, transcript: onTranscript, objects: onObjects, status: onStatus, pending: onPending,
     lessons: onLessons, trace: onTrace,
-    lessons_changed: () => send({ type: "lessons", query: state.query }),
+    lessons_changed: askLessons,
     note: (event) => note(event.text, event.error),
   };
 
@@ -408,7 +415,7 @@
       state.episodes.clear();
       state.newest = "";
       trace = freshTrace("", false);  // the snapshot's transcript picks the newest episode again
-      send({ type: "lessons", query: state.query });
+      askLessons();
     });
     ws.addEventListener("message", (message) => {
       let event;
@@ -455,6 +462,19 @@
   }
 
   // ------------------------------------------------------------------ the person's controls
+  function askLessons() {
+    send({ type: "lessons", query: state.query, offset: state.offset });
+  }
+
+  function stopNow() {
+    fetch("/stop", { method: "POST", credentials: "same-origin", cache: "no-store" })
+      .then((reply) => (reply.ok ? reply.json() : Promise.reject(new Error("HTTP " + reply.status))))
+      .then((events) => { for (const event of events) note(event.text, event.error); })
+      .catch(() => {
+        if (!send({ type: "stop" })) note("the stop did not reach the robot: use the robot's own stop", true);
+      });
+  }
+
   function say(text) {
     const words = text.trim();
     if (!words) return;
@@ -471,13 +491,15 @@
       say($("say").value);
       $("say").value = "";
     });
-    $("estop").addEventListener("click", () => send({ type: "stop" }));
+    $("estop").addEventListener("click", stopNow);
     $("resume").addEventListener("click", () => send({ type: "resume" }));
     $("end").addEventListener("click", () => send({ type: "end" }));
     $("keep").addEventListener("click", () => say("yes"));
     $("reject").addEventListener("click", () => say("no"));
     $("edit").addEventListener("click", () => say($("edit-text").value));
     $("undo").addEventListener("click", () => send({ type: "undo" }));
+    $("lessons-newer").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.page); askLessons(); });
+    $("lessons-older").addEventListener("click", () => { state.offset += state.page; askLessons(); });
     $("confirm").addEventListener("change", (event) => send({ type: "confirm_mode", on: event.target.checked }));
     $("transcript").addEventListener("click", onTranscriptClick);
     $("trace-newest").addEventListener("click", () => showTrace(state.newest, false));
@@ -487,7 +509,8 @@
       clearTimeout(timer);
       timer = setTimeout(() => {
         state.query = event.target.value.slice(0, 200);
-        send({ type: "lessons", query: state.query });
+        state.offset = 0;
+        askLessons();
       }, 200);
     });
   }
