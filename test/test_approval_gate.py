@@ -56,11 +56,23 @@ class Table:
         return {"get_obj_pos": self.get_obj_pos, "put_first_on_second": self.put_first_on_second, "say": lambda text: None}
 
 
-def tabletop_gate(tmp_path, rule, answers=(), timeout=2.0, positions=None):
+def answering(answers=(), timeout=2.0) -> tuple[DialogChannel, list[str], list[str]]:
+    """(dialog, what the robot said, the answers left): the person says the next answer once the robot has asked
+    (an answer typed before the question is not its answer)."""
     said: list[str] = []
-    dialog = DialogChannel(said.append, timeout=timeout)
-    for answer in answers:
-        dialog.put_user(answer)
+    left = list(answers)
+
+    def hear(text: str) -> None:
+        said.append(text)
+        if left:
+            dialog.put_user(left.pop(0))
+
+    dialog = DialogChannel(hear, timeout=timeout)
+    return dialog, said, left
+
+
+def tabletop_gate(tmp_path, rule, answers=(), timeout=2.0, positions=None):
+    dialog, said, _left = answering(answers, timeout)
     table = Table(positions if positions is not None else {"red block": [0.0, -0.5], "blue bowl": [0.05, -0.45]})
     gate = ApprovalGate.load(str(gate_config(tmp_path, "tabletop", {"put_first_on_second": rule})), RobotApi.load("tabletop"), dialog)
     return gate.wrap(table.functions()), table, said
@@ -169,8 +181,7 @@ class Kitchen:
 
 
 def test_household_zones_are_places_and_the_objects_at_them(tmp_path):
-    said: list[str] = []
-    dialog = DialogChannel(said.append, timeout=2.0)
+    dialog, said, answers = answering()
     rules = {"grasp": {"outside": ["table", "counter"]}, "move_to": {"outside": "work_surfaces"},
              "handover_object_to_human": {"outside": "kitchen"}, "slice": "always"}
     gate = ApprovalGate.load(str(gate_config(tmp_path, "household", rules)), RobotApi.load("household"), dialog)
@@ -182,17 +193,17 @@ def test_household_zones_are_places_and_the_objects_at_them(tmp_path):
     functions["grasp"](object_name="sponge", hand="left")  # on the counter, by keyword
     functions["move_to"]("counter", speed_factor=0.2)  # a place of the zone
     assert said == []
-    dialog.put_user("no, the milk stays in the fridge")
+    answers.append("no, the milk stays in the fridge")
     with pytest.raises(MotionNotApproved, match=r"grasp\('milk'\) was not approved.*'no, the milk stays in the fridge'"):
         functions["grasp"]("milk")
     assert said[-1] == "May I run grasp('milk')? The target 'milk' is outside table or counter. Say yes or no."
-    dialog.put_user("yes")
+    answers.append("yes")
     functions["move_to"]("sink")
     assert said[-1] == "May I run move_to('sink')? The target 'sink' is outside work_surfaces. Say yes or no."
-    dialog.put_user("go ahead")
+    answers.append("go ahead")
     functions["handover_object_to_human"]()  # names no place: always asked
     assert "It names no target, so I cannot tell whether it stays inside kitchen" in said[-1]
-    dialog.put_user("ok")
+    answers.append("ok")
     functions["slice"]("pear")
     assert said[-1] == "May I run slice('pear')? Say yes or no."
     assert [c[0] for c in kitchen.calls] == ["grasp", "grasp", "move_to", "move_to", "handover_object_to_human", "slice"]
@@ -200,13 +211,11 @@ def test_household_zones_are_places_and_the_objects_at_them(tmp_path):
 
 
 def test_a_place_lookup_that_fails_is_asked_about(tmp_path):
-    said: list[str] = []
-    dialog = DialogChannel(said.append, timeout=2.0)
+    dialog, said, _left = answering(["stop"])
     gate = ApprovalGate.load(str(gate_config(tmp_path, "household", {"grasp": {"outside": ["table", "nowhere"]}})),
                              RobotApi.load("household"), dialog)
     kitchen = Kitchen()
     functions = gate.wrap(kitchen.functions())
-    dialog.put_user("stop")
     with pytest.raises(MotionNotApproved, match="the person said: 'stop'"):
         functions["grasp"]("milk")
     assert "I cannot tell whether the target 'milk' is inside table or nowhere (list_objects('nowhere') failed" in said[0]

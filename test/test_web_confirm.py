@@ -121,8 +121,14 @@ def test_an_edited_sentence_rewrites_the_lesson_before_it_is_stored(tmp_path):
     with Console(tmp_path) as c:
         c.teach()
         c.dialog.put_user("Take the yellow block when I do not say which block.")
-        wait_until(lambda: len(c.said) >= 3, what="the robot's confirmation")
-        assert c.said[2] == "Got it, in your words. Next time: Take the yellow block when I do not say which block."
+        wait_until(lambda: len(c.said) >= 3, what="the rewritten lesson read back")
+        assert c.said[2] == ("In your words, I would remember: Take the yellow block when I do not say which block. "
+                             "Shall I keep it? Say yes, no, or say in one sentence what I should do instead.")
+        assert c.store.list(source="learned") == []  # nothing stored before the person agrees to the rewritten lesson
+        assert "yellow block" in c.pending[-1].transcript  # the page shows the rewritten lesson while it asks
+        c.dialog.put_user("yes")
+        wait_until(lambda: len(c.said) >= 4, what="the robot's confirmation")
+        assert c.said[3] == "Got it, in your words. Next time: Take the yellow block when I do not say which block."
         edit = c.learner.requests[-1]
         assert edit.improvement == "Take the yellow block when I do not say which block."
         assert edit.problem == "The robot took the wrong block; the person meant the green block."

@@ -1,10 +1,13 @@
 """The approval gate for motion: a person approves a robot motion before it starts (config/approval.yaml).
 
 Each motion function of a profile has a rule: ``never`` runs at once, ``always`` asks, ``{outside: zone}``
-asks when a target of the call lies outside the zone or when where it lies cannot be told (fail safe). The
-question goes through the dialog with the statement as the LLM wrote it (wording: prompts/safety.yaml);
-only a clear yes (config ``approve``) lets the motion start, anything else or no answer raises
-:class:`~teachbot.errors.MotionNotApproved` carrying the person's words. ROS-free.
+asks when a target of the call lies outside the zone or when where it lies cannot be told (fail safe). A
+target's ``offsets`` (config: the parameters that shift it, such as tabletop ``place_offset_x/y``) are added to
+its position before the zone check: the zone sees the point the robot will really go to. The question goes
+through the dialog with the call as it will run (the console wraps the gate inside the learned parameters, so
+they are in it; wording: prompts/safety.yaml); only a clear yes (config ``approve``) said after the question, or
+its button, lets the motion start (DialogChannel.ask_after: words typed before the question are not its answer);
+anything else or no answer raises :class:`~teachbot.errors.MotionNotApproved` carrying the person's words. ROS-free.
 
 The wrappers replace the parent process's implementations, the functions the sandbox dispatches to; the
 sandbox worker only holds names, so console code cannot reach around the gate.
@@ -14,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from teachbot.config import load_yaml, resolve_config
@@ -117,6 +121,8 @@ class ApprovalConfig:
     wording: Mapping[str, str]
     position_of: str = ""
     objects_at: str = ""
+    # motion -> target argument -> the keyword parameters that shift its position, one per axis (x, y[, z])
+    offsets: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, name_or_path: str, api: RobotApi, wording: Mapping[str, str] | None = None) -> ApprovalConfig:
@@ -174,9 +180,11 @@ class ApprovalConfig:
             if name not in targets:
                 raise fail(f"{key}.rules.{name}", "not a motion; declare it under motions with its target arguments first")
         rules = {name: _rule(own[name], zones, f"{key}.rules.{name}", fail) if name in own else default for name in targets}
+        offsets = _offsets(section.get("offsets", {}) or {}, targets, f"{key}.offsets", fail)
         if wording is None:
             wording = load_wording()
-        return cls(api.profile, rules, targets, parameters, frozenset(_words(w) for w in approve), wording, **lookups)
+        return cls(api.profile, rules, targets, parameters, frozenset(_words(w) for w in approve), wording, **lookups,
+                   offsets=offsets)
 
 
 def load_wording() -> dict[str, str]:
@@ -199,6 +207,28 @@ def _zones(raw: Any, key: str, fail: Callable[[str, str], ConfigError]) -> dict[
             raise fail(where, f"a zone is a box {{x: [min, max], y: [min, max], z: [min, max]}} (z optional) or {{places: [...]}}, "
                               f"got {spec!r}")
     return zones
+
+
+def _offsets(raw: Any, targets: Mapping[str, tuple[str, ...]], key: str,
+             fail: Callable[[str, str], ConfigError]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``{motion: {target: [x parameter, y parameter]}}``: the keyword parameters that shift a target's position."""
+    if not isinstance(raw, Mapping):
+        raise fail(key, f"must map motions to {{target argument: [offset parameters per axis]}}, got {raw!r}")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for motion, spec in raw.items():
+        if motion not in targets:
+            raise fail(f"{key}.{motion}", "not a motion listed under motions")
+        if not isinstance(spec, Mapping):
+            raise fail(f"{key}.{motion}", f"must map target arguments to offset parameters, got {spec!r}")
+        out[motion] = {}
+        for arg, names in spec.items():
+            if arg not in targets[motion]:
+                raise fail(f"{key}.{motion}.{arg}", f"not a target argument of {motion}: {list(targets[motion])}")
+            if (not isinstance(names, list) or not 1 <= len(names) <= 3
+                    or not all(isinstance(n, str) and n.isidentifier() for n in names)):
+                raise fail(f"{key}.{motion}.{arg}", f"must list one parameter name per axis (x, y, z), got {names!r}")
+            out[motion][arg] = tuple(names)
+    return out
 
 
 def _range(value: Any, key: str, fail: Callable[[str, str], ConfigError]) -> tuple[float, float]:
@@ -284,11 +314,12 @@ class ApprovalGate:
             return texts["no_target"].format(zone=rule.zone.name)
         for arg in targets:
             value = values.get(arg)
-            what = repr(value) if arg in values else arg
+            shift = {n: kwargs.get(n, 0.0) for n in self.config.offsets.get(name, {}).get(arg, ())}
+            what = (repr(value) if arg in values else arg) + "".join(f" {n}={v!r}" for n, v in shift.items() if v)
             try:
                 if arg not in values:
                     raise _Unknown("the call does not give it")
-                inside, where = self._inside(rule.zone, value)
+                inside, where = self._inside(rule.zone, value, tuple(shift.values()))
             except _Unknown as exc:
                 return texts["unknown"].format(what=what, zone=rule.zone.name, why=str(exc))
             if not inside:
@@ -304,7 +335,7 @@ class ApprovalGate:
         with span("approval", {"approval.call": call, "approval.reason": reason, "approval.question": question}) as current:
             try:
                 with robot_time.not_counted():  # waiting for the person is not robot time
-                    answer = self.dialog.ask(question)
+                    answer = self.dialog.ask_after(question, "approval")
             except TimeoutError:
                 set_attributes(current, {"approval.answer": "(no answer)", "approval.approved": False})
                 raise MotionNotApproved(texts["no_answer"].format(call=call, timeout=self.dialog.timeout)) from None
@@ -317,10 +348,15 @@ class ApprovalGate:
             raise MotionNotApproved(texts["refused"].format(call=call, answer=said))
 
     # ------------------------------------------------------------------ where a target lies
-    def _inside(self, zone: Zone, value: Any) -> tuple[bool, str]:
-        """(whether ``value`` lies inside ``zone``, where it lies as text); _Unknown when that cannot be told."""
+    def _inside(self, zone: Zone, value: Any, shift: tuple[Any, ...] = ()) -> tuple[bool, str]:
+        """(whether ``value``, moved by ``shift`` (per axis), lies inside ``zone``, where it lies as text); _Unknown
+        when that cannot be told."""
         if isinstance(zone, BoxZone):
             position = self._position(value)
+            for axis, delta in enumerate(shift[:len(position)]):
+                if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not math.isfinite(delta):
+                    raise _Unknown(f"the offset {delta!r} is not a number")
+                position[axis] += float(delta)
             return zone.contains(position), f" at {[round(v, 3) for v in position]}"
         if not isinstance(value, str):
             raise _Unknown(f"{zone.name} is a list of places, and {value!r} names none")

@@ -7,8 +7,12 @@ the same way in ``teachbot chat`` (typing) and on the web page (its buttons send
 - a clear yes (prompts/lessons.yaml ``agree``): the candidate is stored as it is;
 - a clear no: nothing is stored;
 - a sentence of their own: it replaces the robot's sentence, the learner writes the lesson again from it
-  (scope and improved transcript follow the person's words) and that lesson is stored;
+  (scope and improved transcript follow the person's words) and that lesson is read back and asked about in turn
+  (stored only on a yes; at most ``MAX_EDITS`` sentences, then nothing is stored);
 - anything shorter than a sentence: asked once more, then nothing is stored; no answer: nothing is stored.
+
+Only an answer given after the question counts (DialogChannel.ask_after): words typed before it, or a button of
+another question, are not taken as its answer.
 
 ROS-free; the wording is data (prompts/lessons.yaml).
 """
@@ -29,9 +33,10 @@ from teachbot.paths import share_dir
 from teachbot.sandbox import robot_time
 
 WORDING = "lessons.yaml"
-TEXTS = ("question", "again", "stored", "edited", "rejected", "no_answer", "failed", "not_stored", "reason_rejected",
-         "reason_no_answer", "reason_unclear")
+TEXTS = ("question", "again", "stored", "edited", "read_back", "rejected", "no_answer", "failed", "not_stored",
+         "reason_rejected", "reason_no_answer", "reason_unclear", "reason_edits")
 YES, NO, EDIT, UNCLEAR, SILENT = "yes", "no", "edit", "unclear", "silent"
+MAX_EDITS = 3  # sentences of the person's own, each rewritten and read back, before the robot gives up
 
 
 @dataclass(frozen=True)
@@ -107,38 +112,44 @@ class LessonConfirmation:
         Returns the console output of learn_from_interaction(): None when a lesson was stored, else
         ``nothing learned: <why>``."""
         texts = self.wording.texts
-        sentence = sentence_of(candidate)
-        self.on_pending(candidate)
-        try:
-            kind, answer = self._ask(texts["question"].format(sentence=sentence))
-        finally:
-            self.on_pending(None)
-        self.log(f"lesson read back to the person: {sentence!r}; answer: {kind} {answer!r}")
-        if kind == YES:
-            return self._store(candidate, timeout, texts["stored"].format(sentence=sentence))
-        if kind == NO:
-            self._say(texts["rejected"])
-            return texts["not_stored"].format(why=texts["reason_rejected"])
-        if kind == SILENT:
-            self._say(texts["no_answer"])
-            return texts["not_stored"].format(why=texts["reason_no_answer"].format(timeout=self.dialog.timeout))
-        if kind == UNCLEAR:
-            self._say(texts["rejected"])
-            return texts["not_stored"].format(why=texts["reason_unclear"])
-        edited = " ".join(answer.split())
-        reply = redo(replace(request, store=False, problem=candidate.problem, improvement=edited))
-        if reply.lesson is None:
-            self._say(texts["failed"].format(reason=reply.message))
-            return texts["not_stored"].format(why=reply.message)
-        lesson = reply.lesson.replace(improvement=edited)
-        return self._store(lesson, timeout, texts["edited"].format(sentence=sentence_of(lesson)))
+        lesson, question, edits = candidate, texts["question"], 0
+        while True:
+            sentence = sentence_of(lesson)
+            self.on_pending(lesson)
+            try:
+                kind, answer = self._ask(question.format(sentence=sentence))
+            finally:
+                self.on_pending(None)
+            self.log(f"lesson read back to the person: {sentence!r}; answer: {kind} {answer!r}")
+            if kind == YES:
+                return self._store(lesson, timeout, texts["edited" if edits else "stored"].format(sentence=sentence))
+            if kind == NO:
+                self._say(texts["rejected"])
+                return texts["not_stored"].format(why=texts["reason_rejected"])
+            if kind == SILENT:
+                self._say(texts["no_answer"])
+                return texts["not_stored"].format(why=texts["reason_no_answer"].format(timeout=self.dialog.timeout))
+            if kind == UNCLEAR:
+                self._say(texts["rejected"])
+                return texts["not_stored"].format(why=texts["reason_unclear"])
+            if edits >= MAX_EDITS:
+                self._say(texts["rejected"])
+                return texts["not_stored"].format(why=texts["reason_edits"].format(count=edits + 1))
+            edited = " ".join(answer.split())
+            reply = redo(replace(request, store=False, problem=candidate.problem, improvement=edited))
+            if reply.lesson is None:
+                self._say(texts["failed"].format(reason=reply.message))
+                return texts["not_stored"].format(why=reply.message)
+            # the rewritten lesson is read back: the person agrees to what will be stored, not to their own words
+            lesson, question, edits = reply.lesson.replace(improvement=edited), texts["read_back"], edits + 1
 
     def _ask(self, question: str) -> tuple[str, str]:
         """(kind, the person's words): asked once more when the first answer is unclear."""
         for attempt in range(2):
             try:
                 with robot_time.not_counted():  # waiting for the person is not robot time
-                    answer = self.dialog.ask(self.dialog.fit(question if attempt == 0 else self.wording.texts["again"]))
+                    answer = self.dialog.ask_after(
+                        self.dialog.fit(question if attempt == 0 else self.wording.texts["again"]), "lesson")
             except TimeoutError:
                 return SILENT, ""
             said = str(answer.get("text", "")) if isinstance(answer, Mapping) else str(answer)

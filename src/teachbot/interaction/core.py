@@ -150,10 +150,11 @@ class InteractionCore:
             add = getattr(each, "add_listener", None)
             if add is not None:
                 add(self._listener(role, each))
-        functions = knowledge.wrap(robot_functions) if knowledge is not None else dict(robot_functions)
-        # motions the person must approve ask in this process: the sandbox worker only holds their names
+        # motions the person must approve ask in this process: the sandbox worker only holds their names. The gate
+        # sits inside the learned parameters: it asks about, and checks the zone of, the call as it will run
         self.approval = ApprovalGate.load(self.config.approval, api, dialog, log)
-        functions = self.approval.wrap(functions) if self.approval is not None else functions
+        functions = self.approval.wrap(robot_functions) if self.approval is not None else dict(robot_functions)
+        functions = knowledge.wrap(functions) if knowledge is not None else functions
         functions["learn_from_interaction"] = self.learn_from_interaction
         if scene_state is not None and "wait_for_trigger" in functions:
             functions["wait_for_trigger"] = self._first_request_scene(functions["wait_for_trigger"])
