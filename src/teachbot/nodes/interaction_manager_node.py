@@ -6,7 +6,9 @@ In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml 
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
      interaction/completions (LlmCompletion with the prompt digest, so a bag can replay the session),
      interaction/pending_lesson (InteractionExample: the lesson read back to the person while they are asked).
-A dialog/user turn of type ``end`` ends the conversation (the robot's next wait finds nobody). The
+A dialog/user turn of type ``end`` ends the conversation (the robot's next wait finds nobody); one of type
+``answer:<id>`` is a page button's answer to the question of that id (a robot turn of type ``question:<kind>:<id>``),
+taken only while that question is open (teachbot.language.dialog). The
 ``confirm_lessons`` parameter (config/interaction.yaml; settable at run time) turns confirm-before-store on:
 lessons are stored through memory/add once the person agrees (teachbot.nodes.confirmed_lessons).
 Uses the skills' actions through a SkillClient, memory/retrieve for the prompt's examples and
@@ -54,7 +56,7 @@ from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, 
 from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
 from teachbot.knowledge.correction import CorrectionConfig, CorrectionHandler
 from teachbot.knowledge.object_crop import knowledge_settings
-from teachbot.language.dialog import DialogChannel
+from teachbot.language.dialog import DialogChannel, Question, answer_type, question_type, turn_question
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.language.transcript import Entry
 from teachbot.llm.base import Completion, Model
@@ -114,7 +116,7 @@ class InteractionManagerNode(Node):
         # a console that joins late (teachbot chat) still gets the recent transcript
         self.transcript_pub = self.create_publisher(TranscriptUpdate, "interaction/transcript", TRANSCRIPT_QOS)
         self.completion_pub = self.create_publisher(LlmCompletion, "interaction/completions", TRANSCRIPT_QOS)
-        self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]))
+        self.dialog = DialogChannel(self._say, timeout=float(cfg["dialog_timeout"]), on_question=self._ask)
         self.create_subscription(DialogTurn, "dialog/user", self.on_user, COMMAND_QOS)
         self._objects: dict[str, list[float]] | None = None  # None until the first object list arrives
         self._sizes: dict[str, list[float]] = {}  # each object's extent, for grounding corrections in its scale
@@ -317,7 +319,8 @@ class InteractionManagerNode(Node):
         if self.skills.waiting_on("handover_object_to_human", "handover"):
             self.get_logger().info("the person spoke during a handover: letting go")
             self.skills.release_handover_async()
-        self.dialog.put_user(msg.text)
+        _kind, question = turn_question(msg.type)  # a page's button names the question it answers
+        self.dialog.put_user(msg.text, answers=question if msg.type == answer_type(question) else "")
 
     def on_emergency_stop(self, msg: Bool) -> None:
         """True: cancel the goals in flight and say so once; robot calls are refused until False."""
@@ -390,8 +393,13 @@ class InteractionManagerNode(Node):
         """Names of the objects perception knows about."""
         return sorted(self._current_objects())
 
-    def _say(self, text: str) -> None:
-        msg = DialogTurn(speaker="robot", type="dialog", text=text)
+    def _ask(self, question: Question) -> None:
+        """A question opens: said with its kind and id in the turn's type (the page's buttons send the id back)."""
+        if question.open:
+            self._say(question.text, question_type(question.kind, question.id))
+
+    def _say(self, text: str, turn: str = "dialog") -> None:
+        msg = DialogTurn(speaker="robot", type=turn, text=text)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.robot_pub.publish(msg)
 

@@ -6,7 +6,8 @@ In:  dialog/user and dialog/robot (DialogTurn), interaction/transcript (Transcri
      (std_msgs/Bool), memory/updated (MemoryUpdate), interaction/pending_lesson (InteractionExample: the lesson
      waiting for the person's answer; an empty one when none waits); the episode traces, from their files
      (config/tracing.yaml's folder: teachbot.web.traces), not from a topic.
-Out: dialog/user (the person's words; type ``end`` ends the conversation), the emergency stop.
+Out: dialog/user (the person's words; type ``end`` ends the conversation, type ``answer:<id>`` is a button's answer to
+     the robot's question of that id, which a robot turn of type ``question:<kind>:<id>`` named), the emergency stop.
 Uses memory/list and memory/remove for the lessons panel, and the interaction manager's ``confirm_lessons``
 parameter for confirm-before-store (set to config/web.yaml's value once the manager is up; the page's switch
 changes it). The page itself (Starlette on uvicorn) runs on its own thread; see teachbot.web.app for its guards.
@@ -27,6 +28,7 @@ from teachbot_interfaces.msg import DialogTurn, InteractionExample, MemoryUpdate
 from teachbot_interfaces.srv import ListExamples, RemoveExample
 
 from teachbot.config import load_yaml, resolve_config
+from teachbot.language.dialog import answer_type, turn_question
 from teachbot.memory.example import LEARNED
 from teachbot.memory.example import InteractionExample as Example
 from teachbot.nodes.common import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS, TRANSCRIPT_QOS, refuse_duplicate, run_nodes
@@ -113,7 +115,8 @@ class WebNode(Node):
     def on_dialog(self, speaker: str, msg: DialogTurn) -> None:
         if msg.type == "end":
             return  # the page's own "end the conversation", not words
-        self.hub.dialog(speaker, msg.text)
+        kind, question = turn_question(msg.type)
+        self.hub.dialog(speaker, msg.text, (kind, question) if speaker == "robot" and kind and question else None)
 
     def on_transcript(self, msg: TranscriptUpdate) -> None:
         self.hub.transcript(msg.episode_id, int(msg.first_line), list(msg.lines))
@@ -160,6 +163,12 @@ class WebNode(Node):
     # ------------------------------------------------------------------ the hub's Robot
     def say(self, text: str) -> None:
         msg = DialogTurn(speaker="user", type="dialog", text=text)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.words.publish(msg)
+
+    def answer(self, question: str, text: str) -> None:
+        """A button's answer to the robot's question ``question`` (its id travels in the turn's type)."""
+        msg = DialogTurn(speaker="user", type=answer_type(question), text=text)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.words.publish(msg)
 

@@ -38,6 +38,7 @@ class Robot(Protocol):
     """What the page can ask of the robot (the ROS bridge implements it; blocking calls have their own timeouts)."""
 
     def say(self, text: str) -> None: ...
+    def answer(self, question: str, text: str) -> None: ...
     def emergency_stop(self, engaged: bool) -> None: ...
     def end_conversation(self) -> None: ...
     def list_lessons(self) -> list[InteractionExample]: ...
@@ -138,9 +139,12 @@ class Hub:
                 client.closed = True
 
     # ------------------------------------------------------------------ events from the robot
-    def dialog(self, speaker: str, text: str) -> None:
-        """Someone spoke (dialog/user or dialog/robot)."""
-        event = {"type": "dialog", "speaker": speaker, "text": text, "time": self.clock()}
+    def dialog(self, speaker: str, text: str, question: tuple[str, str] | None = None) -> None:
+        """Someone spoke (dialog/user or dialog/robot); ``question``: (kind, id) when the robot asked (the page's
+        buttons for it send the id back)."""
+        event: dict[str, Any] = {"type": "dialog", "speaker": speaker, "text": text, "time": self.clock()}
+        if question is not None:
+            event["question"] = {"kind": question[0], "id": question[1]}
         with self._lock:
             self._dialog.append(event)
             self._send(event)
@@ -222,6 +226,9 @@ class Hub:
         try:
             if kind == "say":
                 self.robot.say(message["text"])
+                return []
+            if kind == "answer":
+                self.robot.answer(message["question"], message["text"])
                 return []
             if kind in ("stop", "resume"):
                 self.robot.emergency_stop(kind == "stop")

@@ -3,6 +3,9 @@
 A message is one JSON object with a ``type``:
 
     {"type": "say", "text": "..."}            words for the robot (dialog/user), at most the dialog's max_heard_chars
+    {"type": "answer", "question": "...", "text": "..."}
+                                              a button's answer to the robot's question of that id (approve, keep);
+                                              the robot takes it only while that question is open
     {"type": "stop"} / {"type": "resume"}     the emergency stop engaged / released
     {"type": "end"}                           the conversation is over (the robot's next wait ends it quietly)
     {"type": "lessons", "query": "...", "offset": 0}
@@ -31,6 +34,7 @@ from teachbot.memory.example import ID_PATTERN
 
 FIELDS: dict[str, dict[str, type]] = {
     "say": {"text": str},
+    "answer": {"question": str, "text": str},
     "stop": {},
     "resume": {},
     "end": {},
@@ -41,6 +45,7 @@ FIELDS: dict[str, dict[str, type]] = {
     "trace": {"episode": str, "known": str},
 }
 OPTIONAL = {("lessons", "query"), ("lessons", "offset"), ("trace", "episode"), ("trace", "known")}
+QUESTION_PATTERN = re.compile(r"^[0-9a-f]{12}$")  # a question id as the dialog makes it (teachbot.language.dialog)
 EPISODE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{0,64}$")  # an episode id as the console makes it (12 hex digits)
 MAX_OFFSET = 1_000_000  # a lessons page's first row: far more than any memory holds
 MAX_VERSION_CHARS = 200  # a trace version (teachbot.web.traces.TraceReader.event) is far shorter
@@ -96,14 +101,16 @@ def parse(raw: str | bytes, limits: Limits) -> dict[str, Any]:
         if not isinstance(value, kind_of) or (kind_of is not bool and isinstance(value, bool)):
             raise Refused(f"{kind}: field {name!r} must be {kind_of.__name__}")
         out[name] = value
-    if kind == "say":
+    if kind in ("say", "answer"):
         text = clean_text(out["text"])
         if not text:
-            raise Refused("say: nothing to say")
+            raise Refused(f"{kind}: nothing to say")
         if len(text) > limits.max_text_chars:
-            raise Refused(f"say: {len(text)} characters; the robot takes at most {limits.max_text_chars} "
+            raise Refused(f"{kind}: {len(text)} characters; the robot takes at most {limits.max_text_chars} "
                           "(bounds.max_heard_chars in config/interaction.yaml)")
         out["text"] = text
+        if kind == "answer" and not QUESTION_PATTERN.match(out["question"]):
+            raise Refused("answer: not a question id")
     elif kind == "lessons":
         query = clean_text(out["query"])
         if len(query) > limits.max_query_chars:

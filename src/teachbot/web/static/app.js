@@ -52,10 +52,29 @@
   // ------------------------------------------------------------------ events
   function onDialog(event) {
     const box = $("dialog");
+    for (const old of box.querySelectorAll(".answers")) old.remove();  // the question they answered has been answered
     const turn = el("div", null, "turn " + (event.speaker === "robot" ? "robot" : "user"));
     turn.appendChild(el("span", event.speaker === "robot" ? "robot" : "you", "who"));
     turn.appendChild(el("span", event.text, "words"));
     box.appendChild(turn);
+    // a question of the robot: its buttons send its id back (the robot takes a button's answer only for that question)
+    const question = event.speaker === "robot" && event.question && typeof event.question.id === "string" ? event.question : null;
+    if (question && question.kind === "lesson") state.lessonQuestion = question.id;
+    if (question && question.kind === "approval") {
+      const row = el("div", null, "row answers");
+      const approve = el("button", "Approve", "good");
+      approve.id = "approve";
+      approve.type = "button";
+      approve.dataset.question = question.id;
+      approve.addEventListener("click", () => answer(question.id, "yes"));
+      const refuse = el("button", "Refuse", "bad");
+      refuse.id = "refuse";
+      refuse.type = "button";
+      refuse.dataset.question = question.id;
+      refuse.addEventListener("click", () => answer(question.id, "no"));
+      row.append(approve, refuse);
+      box.appendChild(row);
+    }
     while (box.childNodes.length > 400) box.removeChild(box.firstChild);
     box.scrollTop = box.scrollHeight;
   }
@@ -137,6 +156,7 @@
 
   function onPending(event) {
     state.pending = event.lesson;
+    if (!event.lesson) state.lessonQuestion = "";  // answered: a late click answers nothing
     $("pending").hidden = !event.lesson;
     if (!event.lesson) return;
     $("pending-sentence").textContent = event.lesson.improvement || event.lesson.problem;
@@ -475,6 +495,17 @@
       });
   }
 
+  function answer(question, text) {
+    // a button's answer, tied to the question it was shown with
+    const words = text.trim();
+    if (!words) return;
+    if (!question) {
+      note("the robot has not asked yet; wait for its question", true);
+      return;
+    }
+    if (send({ type: "answer", question, text: words })) for (const old of document.querySelectorAll(".answers")) old.remove();
+  }
+
   function say(text) {
     const words = text.trim();
     if (!words) return;
@@ -494,9 +525,9 @@
     $("estop").addEventListener("click", stopNow);
     $("resume").addEventListener("click", () => send({ type: "resume" }));
     $("end").addEventListener("click", () => send({ type: "end" }));
-    $("keep").addEventListener("click", () => say("yes"));
-    $("reject").addEventListener("click", () => say("no"));
-    $("edit").addEventListener("click", () => say($("edit-text").value));
+    $("keep").addEventListener("click", () => answer(state.lessonQuestion, "yes"));
+    $("reject").addEventListener("click", () => answer(state.lessonQuestion, "no"));
+    $("edit").addEventListener("click", () => answer(state.lessonQuestion, $("edit-text").value));
     $("undo").addEventListener("click", () => send({ type: "undo" }));
     $("lessons-newer").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.page); askLessons(); });
     $("lessons-older").addEventListener("click", () => { state.offset += state.page; askLessons(); });
