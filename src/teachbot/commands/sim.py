@@ -4,15 +4,25 @@ Ctrl-C. ``serve`` runs any mode's node set the same way (``teachbot robot`` uses
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from teachbot.commands._args import add_scene_args, add_stack_args, node_set_values
 from teachbot.nodes.nodeset import NodeSpec
+
+if TYPE_CHECKING:
+    from teachbot.nodes.stack import InProcessStack
+
+
+# seconds after which a stop that hangs (a node whose close never returns) ends the process anyway; a busy stack
+# stops in far less (the skill is halted first, see _halt_then_stop); docker stop waits 10 s before SIGKILL
+STOP_BACKSTOP = 9.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,10 +88,24 @@ def serve(mode: str, args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     try:
-        return _serve(mode, specs, stop)
+        code = _serve(mode, specs, stop)
     finally:
         if rclpy.ok():
             rclpy.shutdown()
+    _exit_now(code)
+    return code  # not reached
+
+
+def _exit_now(code: int) -> None:
+    """End the process once every node is closed, its spans and logs written: the interpreter's own teardown
+    (DDS entities left to the garbage collector) took seconds more after a task was cut short."""
+    from teachbot.tracing.setup import flush  # deferred: loaded when the command runs
+
+    flush(2.0)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
@@ -118,7 +142,18 @@ def _serve(mode: str, specs: list[NodeSpec], stop: threading.Event) -> int:
     skills = ("move_to|grasp|place_object|handover_object_to_human|point_at|open|close|toggle|slice|wipe" if household
               else "pick|place|put_first_on_second|handover|move_to|gripper|go_home|wait")
     print(f"  skills: /skills/<{skills}>; Ctrl-C to stop", flush=True)
-    return _run_until(stop, stack.stop)
+    return _run_until(stop, lambda: _halt_then_stop(stack))
+
+
+def _halt_then_stop(stack: InProcessStack) -> None:
+    """Halt the robot first, while the nodes still spin: the running skill is cancelled, the arm held and every later
+    command refused; the skills node then leaves the graph, so a robot call still waiting for its result returns at
+    once and the console's task ends. Then every other node closes (the stores among them)."""
+    skills = next((node for node in stack.nodes if node.get_name() == "skills"), None)
+    if skills is not None:
+        skills.halt("the robot stack is stopping")
+        stack.remove_node(skills)
+    stack.stop()
 
 
 def _supervise(mode: str, specs: list[NodeSpec]) -> int:
@@ -141,7 +176,8 @@ def _supervise(mode: str, specs: list[NodeSpec]) -> int:
 
 
 def _run_until(stop: threading.Event, close: Callable[[], None]) -> int:
-    """Wait for Ctrl-C or ``stop`` (SIGTERM), then ``close`` the nodes, saying so."""
+    """Wait for Ctrl-C or ``stop`` (SIGTERM), then ``close`` the nodes, saying so; a close that hangs for
+    :data:`STOP_BACKSTOP` s ends the process anyway."""
     try:
         while not stop.wait(0.5):
             pass
@@ -149,6 +185,17 @@ def _run_until(stop: threading.Event, close: Callable[[], None]) -> int:
         pass
     finally:
         print("stopping ...", flush=True)
+        backstop = threading.Timer(STOP_BACKSTOP, _give_up)
+        backstop.daemon = True
+        backstop.start()
         close()
+        backstop.cancel()
         print("stopped", flush=True)
     return 0
+
+
+def _give_up() -> None:
+    """The backstop: say so and end the process now, whatever is still closing."""
+    print(f"teachbot: the nodes did not stop within {STOP_BACKSTOP:g} s; exiting without waiting for them",
+          file=sys.stderr, flush=True)
+    os._exit(1)

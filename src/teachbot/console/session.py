@@ -128,10 +128,13 @@ class ConsoleSession:
 
     # ------------------------------------------------------------------ loop
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> str:
-        """``begin``, then step until a stop condition; returns the reason."""
+        """``begin``, then step until a stop condition or ``should_stop()`` (checked before each step); returns the reason."""
         if not self.transcript.entries and not self.begin(should_stop):
             return self.stop_reason
         while not self.stop_reason:
+            if should_stop():  # the console is closing: no new LLM call, no new statement
+                self.stop_reason = "the console was closed"
+                break
             self.step()
         return self.stop_reason
 

@@ -280,8 +280,24 @@ class SkillsNode(Node):
         self.create_timer(CLIENT_POLL, self.on_watch_client, callback_group=state_group)
         self.get_logger().info(f"skills ready for {self.profile.name}: {', '.join(self.skills)}")
 
+    def halt(self, reason: str, wait: float = 2.0) -> bool:
+        """Stop for good: hold the arm, refuse every later command, and cancel the running goal (its result says
+        ``reason``); waits up to ``wait`` s for the skill to end. True when no skill runs any more."""
+        running = self._running
+        self.get_logger().warning(f"{reason}: holding the arm" + (f" and cancelling the running {running[0]!r} goal" if running else ""))
+        self._estop = True
+        self.arm.set_stopped(True)
+        if running is not None:
+            running[1].cancel(reason=f"canceled: {reason}")
+        until = time.monotonic() + wait
+        while self._running is not None and time.monotonic() < until:
+            time.sleep(0.01)
+        return self._running is None
+
     def close(self) -> None:
-        """Destroy the action servers too: destroy_node() leaves them on the graph."""
+        """Halt a running skill, and destroy the action servers too: destroy_node() leaves them on the graph."""
+        if self._running is not None:
+            self.halt("the skills node is closing")
         for server in self._servers:
             server.destroy()
         self._servers = []

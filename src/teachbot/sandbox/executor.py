@@ -242,6 +242,11 @@ class _Worker:
     def close(self) -> None:
         self.finalizer()
 
+    def kill(self) -> None:
+        """SIGKILL the process, leaving the pipe to whoever reads it (it then sees the worker die)."""
+        with suppress(OSError):
+            self.proc.kill()
+
 
 def _to_plain(value: Any) -> Any:
     """Make a robot API result plain: numpy arrays and scalars, enums and other subclasses of plain types."""
@@ -374,12 +379,20 @@ class SandboxExecutor:
             self._defs, self._state, self._names = [], {}, set()
 
     def close(self) -> None:
-        """Kill the worker; later runs raise RuntimeError."""
-        with self._lock:
-            self._closed = True
-            if self._worker is not None:
-                self._worker.close()
-                self._worker = None
+        """Kill the worker; later runs raise RuntimeError. A statement running now is not waited for (a stack that
+        stops must not wait out a task): its worker is killed under it, so it ends with an error once the robot call
+        it is in returns, and no worker is started again."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None:
+            worker.kill()  # the process only: the pipe stays with the thread that may be running a statement
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._worker is not None:
+                    self._worker.close()
+                    self._worker = None
+            finally:
+                self._lock.release()
 
     def __enter__(self) -> SandboxExecutor:
         return self
@@ -486,6 +499,8 @@ class SandboxExecutor:
         """Start a fresh worker and give it back the defs and plain variables; a note on what was lost."""
         before = set(self._names)
         self._worker = None
+        if self._closed:
+            return "; the console was closed"
         try:
             self._worker = _Worker(sorted(self._api), self.limits, self._isolation_config)
         except (RuntimeError, OSError) as exc:
