@@ -61,11 +61,12 @@ class EpisodicMemory:
             self._seen_version = version
             return bool(added or removed)
 
-    def add(self, example: InteractionExample) -> str:
-        """Store a learned example (its embedding model stamped) and index it; returns its id."""
+    def add(self, example: InteractionExample, confirmed: bool = False) -> str:
+        """Store a learned example (its embedding model stamped) and index it; returns its id. ``confirmed``: the
+        person confirmed it (the fleet store shares only such lessons)."""
         stamped = example if example.embedding_model else example.replace(embedding_model=self.embedder.name)
         if type(self.store).add is not MemoryStore.add:  # a store that adds in its own way: as it says
-            example_id = self.store.add(stamped)
+            example_id = self.store.add(stamped, confirmed=confirmed)
             self.sync()
             return example_id
         stored, before = self.store._add(stamped)

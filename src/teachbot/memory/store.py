@@ -163,11 +163,12 @@ class MemoryStore:
                 self._version += 1
 
     # ------------------------------------------------------------------ writing
-    def add(self, example: InteractionExample) -> str:
+    def add(self, example: InteractionExample, confirmed: bool = False) -> str:
         """Persist a learned example and return its id (generated when empty).
 
         ``created`` is filled with the current UTC time and ``instructions`` from the transcript when
         empty. A duplicate id, an invalid id or a missing profile/transcript raises MemoryStoreError.
+        ``confirmed`` changes nothing here: a robot's own files are shared with no other robot.
         """
         return self._add(example)[0].id
 

@@ -49,8 +49,9 @@ class ExampleStore(Protocol):
         """Read the seed examples again."""
         ...
 
-    def add(self, example: InteractionExample) -> str:
-        """Store a learned example; its id. MemoryStoreError when it cannot be stored."""
+    def add(self, example: InteractionExample, confirmed: bool = False) -> str:
+        """Store a learned example; its id. MemoryStoreError when it cannot be stored. ``confirmed``: this robot's
+        person confirmed the lesson (a fleet store shares only such lessons; a robot's own store ignores it)."""
         ...
 
     def remove(self, example_id: str) -> None:

@@ -84,7 +84,7 @@ class ConfirmedLessons:
         if not self.memory.service_is_ready():
             return LearnReply(False, "the memory node is not running (memory/add)")
         try:
-            stored = self._call(self.memory, AddExample.Request(example=to_msg(lesson)), timeout, "memory/add")
+            stored = self._call(self.memory, AddExample.Request(example=to_msg(lesson), confirmed=True), timeout, "memory/add")
         except TimeoutError as exc:
             return LearnReply(False, str(exc))
         if not stored.success:

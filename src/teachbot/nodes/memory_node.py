@@ -228,7 +228,7 @@ class MemoryNode(Node):
 
     def on_add(self, request: AddExample.Request, response: AddExample.Response) -> AddExample.Response:
         try:
-            response.id = self.memory.add(from_msg(request.example))
+            response.id = self.memory.add(from_msg(request.example), confirmed=bool(request.confirmed))
         except TeachbotError as exc:
             response.success, response.message = False, str(exc)
             return response
