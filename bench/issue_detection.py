@@ -51,8 +51,9 @@ def main() -> int:
     args = p.parse_args()
     machine = C.machine()
 
-    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases, summarise
+    from teachbot.evaluation.raider_benchmark import checker_factory, run_cases
     from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
+    from teachbot.evaluation.raider_report import summarise
     from teachbot.llm.scripted import ScriptedModel
     from teachbot.raider.agent import RaiderAgent
     from teachbot.raider.config import RaiderConfig
