@@ -131,7 +131,7 @@ def test_a_robot_cannot_remove_or_delete_another_robots_lesson(fleet: Callable[.
     with pytest.raises(MemoryStoreError, match="lesson of robot 'arm_a'"):
         mallory.remove("mine")
     with pytest.raises(MemoryStoreError, match="lesson of robot 'arm_a'"):
-        mallory.remove("mine", any_robot=True)  # only the operator's login may; a robot's role cannot
+        mallory.remove_any_robot("mine")  # only the operator's login may; a robot's role cannot
     assert "mine" in fleet("arm_c", listen=False)
     assert fleet("operator", operator=True, listen=False).get("mine").transcript.startswith(">>>")
 

@@ -177,12 +177,12 @@ def run_remove(args: argparse.Namespace) -> int:
     """Remove each id; every failure is reported and makes the exit status 1."""
     store = open_store(args)
     failed = 0
-    if args.any_robot and not hasattr(store, "promote"):
+    if args.any_robot and not hasattr(store, "remove_any_robot"):
         print("error: --any-robot: a file store holds this robot's lessons only", file=sys.stderr)
         return 1
     for example_id in args.ids:
         try:
-            store.remove(example_id, any_robot=True) if args.any_robot else store.remove(example_id)
+            store.remove_any_robot(example_id) if args.any_robot else store.remove(example_id)
         except MemoryStoreError as exc:  # an unknown id, another robot's, a seed, an I/O error: say it, go on
             failed += 1
             print(f"error: {exc}", file=sys.stderr)

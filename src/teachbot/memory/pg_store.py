@@ -266,10 +266,17 @@ class PgMemoryStore:
             raise MemoryStoreError(f"an example with id {prepared.id!r} already exists; remove it first or leave id empty")
         return prepared.id
 
-    def remove(self, example_id: str, any_robot: bool = False) -> None:
+    def remove(self, example_id: str) -> None:
         """Delete one of this robot's learned examples, for every robot that sees it; another robot's lesson is refused
-        (MemoryStoreError naming it) unless ``any_robot`` (the operator's ``teachbot memory remove --any-robot``; a robot's
-        role cannot, whatever it asks). Seeds are files to edit; unknown ids raise UnknownExampleError."""
+        (MemoryStoreError naming it). Seeds are files to edit; unknown ids raise UnknownExampleError."""
+        self._remove(example_id, any_robot=False)
+
+    def remove_any_robot(self, example_id: str) -> None:
+        """As :meth:`remove`, for any robot's lesson: the operator's ``teachbot memory remove --any-robot`` (a robot's
+        role cannot, whatever it asks: the server's row-level security refuses it)."""
+        self._remove(example_id, any_robot=True)
+
+    def _remove(self, example_id: str, any_robot: bool) -> None:
         with self._lock:
             if example_id in self._seeds:
                 raise MemoryStoreError(f"{example_id!r} is a seed example (read-only); delete its file under {self.seeds_dir}")
