@@ -30,6 +30,7 @@ from teachbot.llm.scripted import ScriptedModel
 
 WAIT = "wait_for_trigger()"
 LEARN = "learn_from_interaction()"
+REMEMBER = re.compile(r"\bremember\b|\bin mind\b", re.I)  # the person asks the robot to learn
 
 
 def current_transcript(prompt: str) -> Transcript:
@@ -66,7 +67,7 @@ def person_words(transcript: Transcript) -> list[tuple[int, str]]:
     return [(i, utterance_text(transcript.entries[i].text)) for i in sorted(person_outputs(transcript.entries))]
 
 
-def _steps_since(transcript: Transcript, index: int, skip: Sequence[str] = (LEARN,)) -> int:
+def steps_since(transcript: Transcript, index: int, skip: Sequence[str] = (LEARN,)) -> int:
     """Statements typed after entry ``index`` (not counting ``skip``)."""
     return sum(1 for e in transcript.entries[index + 1:] if e.kind == "code" and e.text not in skip)
 
@@ -80,7 +81,7 @@ class _PlanModel(ScriptedModel):
         self.plan = list(plan)
 
     def follow(self, transcript: Transcript, since: int) -> str:
-        step = _steps_since(transcript, since)
+        step = steps_since(transcript, since)
         return self.plan[step] if step < len(self.plan) else WAIT
 
     def answer(self, prompt: str) -> str:
@@ -105,7 +106,7 @@ class ErrOnceModel(_PlanModel):
         transcript = current_transcript(prompt)
         said = person_words(transcript)
         if len(said) <= 1:
-            return "say('Done.')" if _steps_since(transcript, said[-1][0] if said else 0) == 0 else WAIT
+            return "say('Done.')" if steps_since(transcript, said[-1][0] if said else 0) == 0 else WAIT
         return self.follow(transcript, said[-1][0])
 
 
@@ -123,12 +124,11 @@ class ImitatorModel(_PlanModel):
             return WAIT
         last_index, last_words = said[-1]
         if len(said) > 1:  # corrected: learn when asked to, then do as the plan says
-            asked = re.search(r"\bremember\b|\bin mind\b", last_words, re.I)
-            if asked and _steps_since(transcript, last_index, skip=()) == 0:
+            if REMEMBER.search(last_words) and steps_since(transcript, last_index, skip=()) == 0:
                 return LEARN
             return self.follow(transcript, last_index)
         lines = self.imitation(prompt_examples(prompt), last_words)
-        step = _steps_since(transcript, last_index)
+        step = steps_since(transcript, last_index)
         if lines is None:
             return "say('I do not know how to do that.')" if step == 0 else WAIT
         return lines[step] if step < len(lines) else WAIT

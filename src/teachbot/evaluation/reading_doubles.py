@@ -39,11 +39,13 @@ from collections.abc import Iterable, Sequence
 
 from teachbot.evaluation.doubles import (
     LEARN,
+    REMEMBER,
     WAIT,
     current_transcript,
     imitate_with_outputs,
     person_words,
     prompt_examples,
+    steps_since,
     swap_literals,
 )
 from teachbot.language.transcript import Transcript
@@ -60,7 +62,6 @@ THING = r"[a-z]+ (?:block|bowl)"
 # (and, when they say so, what it rests on now: "...: it is on the pink block")
 WANTED = re.compile(rf"\bthe ({THING}) is (?:not (?:on|in) the|still in the gripper; it should be (?:on|in) the) "
                     rf"({PLACE}|{THING})\b(?:: it is (?:on|in) the ({THING})\b)?", re.I)
-REMEMBER = re.compile(r"\bremember\b|\bin mind\b", re.I)
 
 
 def unit(seed: int, *words: str) -> float:
@@ -127,9 +128,8 @@ class ReaderModel(ScriptedModel):
         if not said:
             return WAIT
         last_index, last_words = said[-1]
-        since = [e.text for e in transcript.entries[last_index + 1:] if e.kind == "code"]
         if len(said) > 1:  # corrected (or answered): learn when asked to, then do what the words say
-            if REMEMBER.search(last_words) and not since:
+            if REMEMBER.search(last_words) and steps_since(transcript, last_index, skip=()) == 0:
                 return LEARN
             lines = moves(wanted(last_words))
         else:
@@ -137,12 +137,12 @@ class ReaderModel(ScriptedModel):
             if found is None:
                 lines = ["say('I do not know how to do that yet. Please tell me what you want where.')"]
             else:
-                step = len(since)
+                step = steps_since(transcript, last_index)  # no learn call before the first correction
                 if step >= len(found):
                     return WAIT
                 return read_outputs(found[step][0], [out for _, out in found[:step]], ran(transcript, last_index),
                                     last_words)
-        step = len([s for s in since if s != LEARN])
+        step = steps_since(transcript, last_index)
         return lines[step] if step < len(lines) else WAIT
 
 
