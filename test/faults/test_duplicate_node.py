@@ -2,7 +2,7 @@
 
 Two processes start the skills node at the same instant (both have imported everything and wait for one
 "go" line on stdin): exactly one runs, the other exits with status 2 and one error line naming the
-process that runs it. After kill -9 of the running one a fresh one starts at once: the kernel released its
+process that runs it. Once the running one has died of kill -9 a fresh one starts at once: the kernel released its
 name lock. The processes run on a ROS domain of their own (see test_node_kill.py). In one process a node
 name is free again once its node is destroyed (or its context shut down), and taken while it lives.
 """
@@ -203,6 +203,10 @@ def one_round(number: int, domain: int) -> str:
         assert winner.proc.poll() is None, winner.lines  # still running: the loser on the graph did not refuse it
         winner.proc.kill()  # kill -9
         killed = time.monotonic()
+        # A signal is delivered at once but a process with many threads dies a little later (on a busy machine,
+        # a second later): its files, and so its lock, close when it has exited, which wait() sees. A supervisor
+        # learns of the death the same way before it starts the next one.
+        winner.proc.wait(timeout=START)
         c.go()
         wait_until(lambda: c.has(READY) or c.proc.poll() is not None, START, "a node after kill -9", c)
         assert c.has(READY) and c.proc.poll() is None, c.lines
