@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import fcntl
 import os
 import re
+import stat
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -26,7 +27,7 @@ from teachbot_interfaces.msg import LlmCompletion
 
 from teachbot.errors import TeachbotError
 from teachbot.llm.pricing import PriceTable
-from teachbot.ros_env import configure_loopback
+from teachbot.ros_env import LockDirectoryError, configure_loopback, user_directory
 from teachbot.tracing import fail, set_attributes, span
 from teachbot.tracing.setup import configure as configure_tracing
 
@@ -129,12 +130,32 @@ GRAPH_GRACE = 3.0  # seconds
 
 def lock_directory() -> Path:
     """Where the node name locks live: ``<tmp>/teachbot-nodes-<uid>``, next to the ROS domain reservations
-    (teachbot.ros_env), so every process that can share a domain with another also shares its locks."""
-    directory = Path(tempfile.gettempdir()) / f"{LOCK_ROOT}-{os.getuid()}"
-    directory.mkdir(mode=0o700, exist_ok=True)
-    if directory.stat().st_uid != os.getuid():
-        raise RuntimeError(f"{directory} belongs to another user; remove it (it holds only lock files)")
-    return directory
+    (teachbot.ros_env), so every process that can share a domain with another also shares its locks.
+
+    A directory of this user's with mode 0700 (:func:`teachbot.ros_env.user_directory`): a link in its place,
+    another user's directory or a file is refused with LockDirectoryError, never followed."""
+    return user_directory(LOCK_ROOT)
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (or create, mode 0600) the lock file ``path`` without following a link and without truncating it.
+
+    LockDirectoryError when what is there is not a plain file of this user's with one name (a link, a hard link
+    or a file another user made while the directory was open to others): a lock taken there could truncate
+    another of this user's files."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        raise LockDirectoryError(f"{path} is a link; teachbot opens no lock file through a link: remove it") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
+        os.close(fd)
+        what = "not a plain file" if not stat.S_ISREG(info.st_mode) else \
+            f"owned by another user (uid {info.st_uid})" if info.st_uid != os.getuid() else "a hard link to another file"
+        raise LockDirectoryError(f"{path} is {what}; teachbot takes its locks only on files of its own: remove it")
+    return fd
 
 
 class NodeNameLock:
@@ -147,7 +168,7 @@ class NodeNameLock:
         """Open the lock file of ``full_name`` (e.g. /robot1/sim) in ``domain``; :meth:`acquire` takes it."""
         self.domain, self.full_name = domain, full_name
         self.path = lock_directory() / f"domain{domain}.{re.sub(r'[^A-Za-z0-9_]', '.', full_name.strip('/'))}.lock"
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd: int | None = open_lock_file(self.path)
         self._closer = weakref.finalize(self, os.close, self._fd)  # a lock dropped unreleased still lets go
 
     def acquire(self) -> bool:
