@@ -1,5 +1,7 @@
-"""Worker process of the robot-console sandbox, plus the source policy and wire codec it shares
-with the parent (teachbot.sandbox.executor imports this module; it uses only the standard library).
+"""Worker process of the robot-console sandbox, plus the source policy it shares with the parent
+(teachbot.sandbox.executor imports this module; it uses only the standard library). Beside it, loaded by
+path: the definition rule (_sandbox_defs), the wire codec (_sandbox_wire, which the parent imports too),
+the output buffer (_sandbox_output) and the seccomp filter (_sandbox_seccomp).
 
 Started as ``python -I -S _sandbox_worker.py RFD WFD``. Layers, outermost first:
 0. the OS layer (teachbot.sandbox.os_layer, config/sandbox.yaml ``isolation:``): bubblewrap namespaces
@@ -23,7 +25,6 @@ import json
 import math
 import os
 import resource
-import struct
 import sys
 import tempfile
 import warnings
@@ -31,10 +32,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 MAX_SOURCE_CHARS = 100_000
-MAX_DEPTH = 32  # nesting of plain data crossing the pipe
 NOBODY = 65534
 EXIT_MEMORY, EXIT_BROKEN = 3, 4
-HEADER = struct.Struct(">I")
 FORBIDDEN_NAMES = frozenset({
     "eval", "exec", "compile", "open", "input", "breakpoint", "help", "globals", "locals", "vars", "dir", "getattr", "setattr",
     "delattr", "hasattr", "type", "object", "super", "classmethod", "staticmethod", "property", "memoryview", "id", "exit",
@@ -97,6 +96,10 @@ def _sibling(name: str) -> Any:
 
 
 _DEFS = _sibling("_sandbox_defs")  # defining a function runs nothing: literal defaults, no decorators
+_WIRE = _sibling("_sandbox_wire")  # the codec and frames, shared with the parent
+NotPlainData, PLAIN, decode, encode = _WIRE.NotPlainData, _WIRE.PLAIN, _WIRE.decode, _WIRE.encode
+read_frame, write_frame = _WIRE.read_frame, _WIRE.write_frame
+Output = _sibling("_sandbox_output").Output
 
 
 def _violation(what: str, hint: str = "") -> SandboxViolation:
@@ -168,101 +171,6 @@ def error_line(exc: BaseException, memory_mb: int = 0, max_chars: int = 2000) ->
     return kind, line if len(line) <= max_chars else line[:max_chars] + "... [truncated]"
 
 
-# --- wire codec: plain data as tagged JSON; containers become [tag, items], bytes ["b", latin-1 text] ---
-_TAGS: dict[type, str] = {list: "l", tuple: "t", set: "s", frozenset: "f"}
-_UNTAG: dict[str, Callable[[list[Any]], Any]] = {"l": list, "t": tuple, "s": set, "f": frozenset}
-PLAIN = "None, bool, int, float, str, bytes, list, tuple, dict, set"
-
-
-class NotPlainData(TypeError):
-    """A value of a type that may not cross between the console and the robot."""
-
-    def __init__(self, type_name: str) -> None:
-        super().__init__(f"{type_name} is not plain data")
-        self.type_name = type_name
-
-
-def encode(value: Any, convert: Callable[[Any], Any] | None = None, max_size: int = 8 << 20) -> Any:
-    """Tagged JSON tree of plain data; TypeError for anything else, ValueError if larger than ~max_size bytes."""
-    left = [max_size]
-
-    def enc(v: Any, depth: int) -> Any:
-        kind = type(v)
-        left[0] -= len(v) + 2 if kind in (str, bytes, bytearray) else 8
-        if left[0] < 0 or depth > MAX_DEPTH:
-            raise ValueError("the data is too large or nested too deeply to cross between the console and the robot")
-        if v is None or kind in (bool, str, float):
-            return v
-        if kind is int:
-            if v.bit_length() > 12_000:
-                raise ValueError("the integer is too large to cross between the console and the robot")
-            return v
-        if kind in (bytes, bytearray):
-            return ["b", bytes(v).decode("latin-1")]
-        if kind in _TAGS:
-            return [_TAGS[kind], [enc(x, depth + 1) for x in v]]
-        if kind is dict:
-            return ["d", [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]]
-        if convert is not None:
-            return enc(convert(v), depth + 1)
-        raise NotPlainData(kind.__name__)
-
-    return enc(value, 0)
-
-
-def decode(tree: Any, depth: int = 0) -> Any:
-    """Inverse of encode; ValueError for anything malformed (the parent treats that as a hostile worker)."""
-    kind = type(tree)
-    if tree is None or kind in (bool, int, float, str):
-        return tree
-    if kind is not list or len(tree) != 2 or depth > MAX_DEPTH:
-        raise ValueError("malformed message")
-    tag, body = tree
-    if tag == "b" and type(body) is str:
-        return body.encode("latin-1")
-    if type(body) is not list or (tag != "d" and tag not in _UNTAG):
-        raise ValueError("malformed message")
-    if tag == "d":
-        if not all(type(p) is list and len(p) == 2 for p in body):
-            raise ValueError("malformed message")
-        try:
-            return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
-        except TypeError as exc:
-            raise ValueError(f"malformed message: {exc}") from None
-    try:
-        return _UNTAG[tag]([decode(x, depth + 1) for x in body])
-    except TypeError as exc:  # an unhashable set member
-        raise ValueError(f"malformed message: {exc}") from None
-
-
-def pack(message: dict[str, Any]) -> bytes:
-    """One length-prefixed JSON frame."""
-    body = json.dumps(message, separators=(",", ":")).encode()
-    return HEADER.pack(len(body)) + body
-
-
-def read_frame(fd: int) -> bytes:
-    """Body of the next frame from a blocking fd; EOFError at end of file."""
-    def read(n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = os.read(fd, min(n, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    return read(HEADER.unpack(read(HEADER.size))[0])
-
-
-def write_frame(fd: int, message: dict[str, Any]) -> None:
-    """Write one frame to a blocking fd."""
-    view = memoryview(pack(message))
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 # --- the worker itself ---
 _GUARD = {"locked": False, "exec": False}
 _AUDIT_TOPICS = {
@@ -319,57 +227,6 @@ def harden(rfd: int, wfd: int, memory_mb: int, seccomp: bool = False) -> dict[st
         except OSError as exc:
             report["seccomp_error"] = str(exc)
     return report
-
-
-class Output:
-    """Console output of one run: print() lines and expression reprs, each cut to max_chars, at most max_lines."""
-
-    def __init__(self, max_chars: int, max_lines: int) -> None:
-        self.max_chars, self.max_lines = max_chars, max_lines
-        self.items: list[str] = []
-        self.count = 0
-        self.line: list[str] = []
-        self.line_len = 0
-
-    def add(self, text: str) -> None:
-        if self.count < self.max_lines:
-            self.items.append(text if len(text) <= self.max_chars else text[: self.max_chars] + "... [truncated]")
-        elif self.count == self.max_lines:
-            self.items.append("... [output truncated]")
-        self.count += 1
-
-    def write(self, text: str) -> None:
-        pos = 0
-        while pos < len(text) and self.count <= self.max_lines:
-            nl = text.find("\n", pos)
-            end = len(text) if nl < 0 else nl
-            room = self.max_chars + 1 - self.line_len
-            if room > 0:
-                self.line.append(text[pos : min(end, pos + room)])
-                self.line_len += min(end - pos, room)
-            if nl < 0:
-                return
-            self.flush_line(force=True)
-            pos = nl + 1
-
-    def flush_line(self, force: bool = False) -> None:
-        if self.line or force:
-            self.add("".join(self.line))
-            self.line, self.line_len = [], 0
-
-    def show(self, value: Any) -> None:
-        if value is None:
-            return
-        self.flush_line()
-        if type(value) in (str, bytes) and len(value) > self.max_chars:
-            value = value[: self.max_chars + 1]
-        self.add(repr(value))
-
-    def take(self, final: bool = False) -> list[str]:
-        if final:
-            self.flush_line()
-        items, self.items = self.items, []
-        return items
 
 
 class Worker:

@@ -35,18 +35,8 @@ from typing import Any
 
 from teachbot.config import dataclass_block
 from teachbot.errors import ConfigError
-from teachbot.sandbox._sandbox_worker import (
-    CONSOLE_BUILTINS,
-    EXIT_MEMORY,
-    HEADER,
-    NotPlainData,
-    SandboxViolation,
-    check_source,
-    decode,
-    encode,
-    error_line,
-    pack,
-)
+from teachbot.sandbox._sandbox_wire import HEADER, NotPlainData, decode, encode, pack
+from teachbot.sandbox._sandbox_worker import CONSOLE_BUILTINS, EXIT_MEMORY, SandboxViolation, check_source, error_line
 from teachbot.sandbox.os_layer import IsolationConfig, SandboxIsolationError, plan
 from teachbot.sandbox.robot_time import RobotClock, WallClock, cancel_motions
 

@@ -31,7 +31,7 @@ from teachbot.config import dataclass_block, load_yaml
 from teachbot.errors import ConfigError
 from teachbot.paths import config_path
 
-HERE = Path(__file__).resolve().parent  # the worker script and its seccomp module, bound read-only into bwrap
+HERE = Path(__file__).resolve().parent  # the worker script and the modules it loads beside it, bound read-only into bwrap
 SECCOMP_LIBRARY = "libseccomp.so.2"
 OS_LAYERS = ("auto", "bwrap", "seccomp", "none")
 PROBE_TIMEOUT = 20.0  # seconds for bwrap to start `python -c pass` when probing (slow CI machines)
