@@ -6,11 +6,15 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from timing import pytest_timeout
 
+from teachbot.console.approval import ApprovalGate
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.errors import ErrorCode
 from teachbot.language.dialog import DialogChannel
+from teachbot.language.registry import RobotApi
+from teachbot.paths import config_path
 from teachbot.simrobot.direct import DirectArm, DirectBase, DirectSkills, WorldHousehold
 from teachbot.skills.household import HouseholdSkills
 from teachbot.world.household_layout import surface_offset
@@ -194,3 +198,38 @@ def test_place_offsets_move_the_spot_on_the_surface(world, robot):
     ok(robot.run("grasp", object_name="red cup"))
     refused = robot.run("place_object", location="counter", place_offset_across=-0.1)
     assert not refused.success and "over the edge of the counter" in refused.message
+
+
+EDGE_SCENE = """
+objects:
+  - {name: red cup, type: cup, color: red, at: table, offset: [-0.2, 0.0]}
+  - {name: box, type: box, at: table, offset: [-0.3, -0.5]}
+"""
+
+
+def test_a_place_offset_that_leaves_the_safe_zone_is_refused_before_anything_moves(world, robot, tmp_path):
+    """Issue 31, item 3, household: the gate's zone (the work surfaces) holds the box's place, the table; an offset
+    that would put the cup beside the box and over the table's edge (it fell to the floor before) is refused by the
+    skill before the arm moves, so a place zone sees the place the robot really puts things; a small one is kept."""
+    world.reset(household_scene_from_yaml(EDGE_SCENE))
+    raw = yaml.safe_load(config_path("approval.yaml").read_text())
+    raw["profiles"]["household"]["rules"] = {"place_object": {"outside": "work_surfaces"}}
+    (tmp_path / "approval.yaml").write_text(yaml.safe_dump(raw))
+    said: list[str] = []
+    gate = ApprovalGate.load(str(tmp_path / "approval.yaml"), RobotApi.load("household"), DialogChannel(said.append, timeout=1.0))
+    assert gate is not None
+    where = lambda: {o.name: o.place for o in world.objects()}  # noqa: E731 - where perception says things are
+    functions = gate.wrap(HouseholdRobot(DirectSkills(robot), lambda: [o.name for o in world.objects()], world.thing_states,
+                                         DialogChannel(timeout=1.0), where=where).functions())
+    ok(robot.run("grasp", object_name="red cup"))
+    arm = DirectArm(world).joint_positions()
+    with pytest.raises(RuntimeError, match=r"place_offset_along=-0.1, place_offset_across=-0.1 would put 'red cup' "
+                                              r"over the edge of the table; use smaller offsets"):
+        functions["place_object"]("box", place_offset_along=-0.1, place_offset_across=-0.1)
+    assert said == []  # the box is on the table, inside the zone: no question, and the skill keeps the point there
+    cup = truth(world)["red cup"]
+    assert cup.held and cup.position[2] > 0.75  # still in the hand, not on the floor
+    assert np.max(np.abs(DirectArm(world).joint_positions() - arm)) < 1e-3  # the arm did not move
+    assert functions["place_object"]("box", place_offset_along=0.02) == "success"
+    cup = truth(world)["red cup"]
+    assert not cup.held and cup.place == "table"

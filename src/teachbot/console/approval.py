@@ -3,7 +3,10 @@
 Each motion function of a profile has a rule: ``never`` runs at once, ``always`` asks, ``{outside: zone}``
 asks when a target of the call lies outside the zone or when where it lies cannot be told (fail safe). A
 target's ``offsets`` (config: the parameters that shift it, such as tabletop ``place_offset_x/y``) are added to
-its position before the zone check: the zone sees the point the robot will really go to. The question goes
+its position before the zone check: the zone sees the point the robot will really go to. A household place
+zone needs no offsets: place_object's place_offset_along/across move the spot only on the surface of the place it
+names, or of the place the named object stands on (skills.household refuses one that would leave it before
+anything moves), so the place checked is the place the robot puts things. The question goes
 through the dialog with the call as it will run (the console wraps the gate inside the learned parameters, so
 they are in it; wording: prompts/safety.yaml); only a clear yes (config ``approve``) said after the question, or
 its button, lets the motion start (DialogChannel.ask_after: words typed before the question are not its answer);

@@ -301,11 +301,15 @@ class HouseholdSkills(Gestures, SkillLibrary):
         things = self.view.things()
         if location in things and location != held:
             target = things[location]
+            surface = self._surface(target.place)  # in a drawer: as far out as it is pulled
+            # the shifted point stays on the place the object stands on (the approval gate's place zones rely on it)
+            self._on_surface(surface, target.place, target.position[:2], shift, things[held])
             self._work_at(target.place, target.position)
-            dx, dy = self._arm_shift(self.layout.surface(target.place), *shift)
+            dx, dy = self._arm_shift(surface, *shift)
             if takes(target, things[held]):  # into a bin or bowl: a free spot of its own, beside what is in it
                 now = self.view.things()  # the held thing turned with the base
                 spot = container_spot(target, now[held], [t for t in now.values() if t.place == target.place], self.to_arm)
+                self._on_surface(surface, target.place, spot, shift, things[held])
                 dx, dy = np.add((dx, dy), (self.to_arm(np.array([*spot, 0.0])) - self.to_arm(target.position))[:2])
             return self.skill_place(target_name=location, params=Tuning({**p, "place_offset_x": dx, "place_offset_y": dy}, self.profile))
         place = self.layout.place(location)
@@ -315,14 +319,21 @@ class HouseholdSkills(Gestures, SkillLibrary):
             self._reachable_inside(location, f"the spot for {held!r}")
         spot = self._free_spot(location, things[held])
         if any(shift):  # the free spot moved as asked, but not off the surface
-            surface, need = self._surface(location), float(max(things[held].size[:2])) / 2
-            along, across = np.add(surface_offset(surface, *spot), shift)
-            if abs(along) > surface.half_extents[0] - need or abs(across) > surface.half_extents[1] - need:
-                raise PlaceFailedError(f"place_offset_along={shift[0]:g}, place_offset_across={shift[1]:g} would put {held!r} "
-                                       f"over the edge of the {location}; use smaller offsets")
-            spot = surface_point(surface, float(along), float(across))
+            surface = self._surface(location)
+            spot = surface_point(surface, *self._on_surface(surface, location, spot, shift, things[held]))
         self._work_at(location, np.array([*spot, 0.0]))  # in front of the spot: on a crowded wide place it may lie far to the side
         return self.skill_place(target_point=tuple(self.to_arm(np.array([*spot, 0.0]))[:2]), params=p)
+
+    @staticmethod
+    def _on_surface(surface: Surface, place: str, point: Any, shift: tuple[float, float], held: Thing) -> tuple[float, float]:
+        """(along, across) on ``surface`` of map ``point`` moved by the place offsets ``shift``; PlaceFailedError
+        when ``held`` put there would hang over the edge of ``place``."""
+        need = float(max(held.size[:2])) / 2
+        along, across = np.add(surface_offset(surface, float(point[0]), float(point[1])), shift)
+        if abs(along) > surface.half_extents[0] - need or abs(across) > surface.half_extents[1] - need:
+            raise PlaceFailedError(f"place_offset_along={shift[0]:g}, place_offset_across={shift[1]:g} would put {held.name!r} "
+                                   f"over the edge of the {place}; use smaller offsets")
+        return float(along), float(across)
 
     def _arm_shift(self, surface: Surface, along: float, across: float) -> tuple[float, float]:
         """A shift ``along``/``across`` a surface (see :func:`surface_point`) in the arm's frame."""
