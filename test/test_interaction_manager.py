@@ -209,6 +209,50 @@ def test_robot_functions_fail_at_once_when_their_nodes_are_missing(ros_context):
     assert lines[7].startswith("NotAvailableError: learn_from_interaction() is not available: the improvement node is not running")
 
 
+def test_closing_does_not_wait_for_an_llm_call_in_flight(ros_context):
+    """Issue 31: close() abandons an LLM call that does not answer (a stand-in model that blocks until released):
+    the console thread has ended when close() returns, while the call still blocks; the answer that comes after
+    runs no statement and the robot says nothing. Before, close() waited 5 s and returned with the thread in the call."""
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking(_prompt: str) -> str:
+        entered.set()
+        release.wait(READY)  # bounds a hang only: released by the test
+        return "say('too late')"
+
+    model = ScriptedModel(respond=blocking)
+    node = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), namespace="/closing",
+                                  objects_topic="/closing/objects")
+    heard = []
+    node.create_subscription(DialogTurn, "dialog/robot", lambda m: heard.append(m.text), COMMAND_QOS)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    closed = False
+    try:
+        node.dialog.put_user("put the red block in the blue bowl")
+        wait_until(entered.is_set, READY, what="the LLM call")
+        session = node.session
+        started, closed = time.monotonic(), True
+        node.close()
+        took = time.monotonic() - started
+        print(f"close() took {took:.3f} s with the LLM call in flight")
+        assert not node._thread.is_alive(), "close() returned with the console thread still in the LLM call"
+        assert not release.is_set() and model.served == 0  # the call is still in flight: abandoned, not answered
+        release.set()
+        wait_until(lambda: model.served == 1, what="the late answer")
+        time.sleep(0.5)  # a statement run from the late answer would show within this
+        assert "too late" not in session.transcript.render() and heard == []
+    finally:
+        release.set()
+        if not closed:
+            node.close()
+        executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=2.0)
+        node.destroy_node()
+
+
 # ----------------------------------------------------------------------------- the emergency stop from the chat client
 
 

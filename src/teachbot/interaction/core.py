@@ -222,7 +222,8 @@ class InteractionCore:
         except LLMError as exc:
             self.llm_error = exc
             reason = f"LLM unavailable: {exc}"
-            self._say(llm_failure_sentence(exc))
+            if not self._stopping.is_set():  # a call abandoned by close() is no failure to tell the person
+                self._say(llm_failure_sentence(exc))
         except PromptTooLong as exc:
             reason = f"prompt too long: {exc}"
             self._say(f"This conversation no longer fits my language model's context, so I stopped: {exc}.")
@@ -233,7 +234,7 @@ class InteractionCore:
             if reason != ENDED and not reason.startswith(QUIET_PREFIX):
                 self._say(f"I stopped: {reason}. Please tell me again what to do.")
         self._settle_at_end(reason)
-        if self._corrected and not self._learned:
+        if self._corrected and not self._learned and not self._stopping.is_set():  # closing: no new LLM work
             self._distill()
         self.episodes += 1
         usage = self.meter.summary_line()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ from teachbot.knowledge.object_crop import knowledge_settings
 from teachbot.language.dialog import DialogChannel, Question, answer_type, question_type, turn_question
 from teachbot.language.registry import NotAvailableError, RobotApi
 from teachbot.language.transcript import Entry
+from teachbot.llm.abandon import Abandon, ModelAbandoned, abandonable
 from teachbot.llm.base import Completion, Model
 from teachbot.llm.factory import model_from_config
 from teachbot.llm.pricing import PriceTable
@@ -69,7 +71,7 @@ from teachbot.nodes.confirmed_lessons import ConfirmedLessons
 from teachbot.nodes.knowledge_convert import entries_from_msgs
 from teachbot.nodes.nodeset import LLM_PARAMETERS, llm_settings
 from teachbot.nodes.raider_ros import IssueDetectionClient
-from teachbot.nodes.skill_client import DONE, GONE, Fault, SkillClient, wait_served
+from teachbot.nodes.skill_client import DONE, GONE, STOPPED, Fault, SkillClient, wait_served
 from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, motion_fault
 from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory, perceived_environment
 from teachbot.nodes.task_memory_service import working_memory_maker
@@ -160,8 +162,10 @@ class InteractionManagerNode(Node):
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
         self.prices = PriceTable.load()
-        model = interaction_model or model_from_config(llm_raw, "interaction")
-        functions = function_model or model_from_config(llm_raw, "function_generation")
+        # close() does not wait for an LLM call in flight: it abandons it (teachbot.llm.abandon)
+        self._abandon = Abandon()
+        model = abandonable(interaction_model or model_from_config(llm_raw, "interaction"), self._abandon)
+        functions = abandonable(function_model or model_from_config(llm_raw, "function_generation"), self._abandon)
         for role, each in (("interaction", model), ("function_generation", functions)):
             add = getattr(each, "add_listener", None)
             if add is not None:
@@ -307,7 +311,7 @@ class InteractionManagerNode(Node):
         profile = RobotProfile.load(str(cfg.get("robot_profile", "household_sim" if api.profile == "household" else "panda_sim")))
         world = "household" if api.profile == "household" else "tabletop"
         parameters = SkillParameters.load(world, profile=profile)  # defaults that are the profile's own values
-        return CorrectionHandler(model, api, parameters, config, object_size=self._sizes.get)
+        return CorrectionHandler(abandonable(model, self._abandon), api, parameters, config, object_size=self._sizes.get)
 
     # ------------------------------------------------------------------ topics
     def on_user(self, msg: DialogTurn) -> None:
@@ -450,7 +454,7 @@ class InteractionManagerNode(Node):
                 scene_objects=list(request.scene_objects), deadline=Time(sec=sec, nanosec=int((request.deadline - sec) * 1e9)),
                 distill_only=distill_only, initial_scene=scene_to_json(request.initial_scene),
                 accepted_scene=scene_to_json(request.accepted_scene), **ConfirmedLessons.fields(request),
-            ), timeout, "improvement/improve")
+            ), timeout, "improvement/improve", stop=self._closing.is_set)
         except ServerGone:  # not the TimeoutError the core words as "took too long"
             raise call_fault("improvement", "distillation" if distill_only else "learn_from_interaction()",
                              "it did not finish") from None
@@ -466,9 +470,13 @@ class InteractionManagerNode(Node):
         return self.core.session
 
     def close(self) -> None:
+        """Stop the console without waiting for the LLM: a call in flight (here or the improvement node's) is
+        abandoned, so the console thread ends its episode at once and starts no statement; then the sandbox, the
+        watchdog and the clients go."""
         self._closing.set()
+        self._abandon.abandon()
         self.core.close()
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=5.0)  # bounds a hang only: nothing left on the console thread waits for an answer
         self.core.shutdown()
         self.watchdog.close()
         self.skills.close()
@@ -479,16 +487,19 @@ class ServerGone(TimeoutError):
     """The server of a pending service call left the ROS graph (its node stopped or was killed)."""
 
 
-def _call(client: Any, request: Any, timeout: float, what: str) -> Any:
+def _call(client: Any, request: Any, timeout: float, what: str, stop: Callable[[], bool] | None = None) -> Any:
     """A service call from a non-executor thread, with an overall timeout; a server that leaves the graph
     while the call waits (its node was killed) fails it within about a second, as a TimeoutError too (ServerGone).
+    ``stop()`` turning true (the console closing) abandons the wait with ModelAbandoned: the answer is dropped.
     The request carries the current span's context, so the server's span joins this episode's trace."""
     if hasattr(request, "trace_parent"):
         request.trace_parent = trace_parent()
     future = client.call_async(request)
-    ended = wait_served(future, timeout, client.service_is_ready)
+    ended = wait_served(future, timeout, client.service_is_ready, stop=stop)
     if ended == GONE:
         raise ServerGone(f"{what} stopped answering: its node is gone from the ROS graph (it stopped or was killed)")
+    if ended == STOPPED:
+        raise ModelAbandoned(f"{what}: abandoned in flight, the console is closing")
     if ended != DONE:
         raise TimeoutError(f"{what} did not answer within {timeout:.0f} s")
     return future.result()
