@@ -3,7 +3,8 @@
 The CLI's twin of ``ros2 launch`` with ``respawn=True`` (teachbot.nodes.launching): a node killed with
 ``kill -9`` (or crashed) comes back after :data:`RESPAWN_DELAY` seconds, at most
 :data:`MAX_RESTARTS_PER_MINUTE` times a minute (then it stays down and the supervisor says so), and
-every death and restart is one line on the log. Plain Python around subprocess: no rclpy here.
+every death and restart is one line on the log. :meth:`Supervisor.stop` stops the nodes in stages
+(:func:`stop_stages`): the arm is halted before the stores close. Plain Python around subprocess: no rclpy here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ RESPAWN_DELAY = 0.5  # seconds between a node's death and its restart (also laun
 MAX_RESTARTS_PER_MINUTE = 5  # more deaths than this within 60 s: the node stays down
 POLL = 0.05  # seconds between checks of the children
 STOP_GRACE = 5.0  # seconds a node has to exit after SIGTERM before it is killed
+MOTION = ("interaction_manager", "skills")  # stopped first: what makes the robot move (stop_stages)
+STORES = ("memory",)  # stopped last: the stores
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child between fork and exec only calls it
 
@@ -44,6 +47,18 @@ class Child:
     restarts: list[float] = field(default_factory=list)  # time.monotonic() of each restart
     due: float | None = None  # when a dead node is to be restarted
     given_up: bool = False
+
+
+def stop_stages(names: Sequence[str]) -> list[list[str]]:
+    """The order a stack stops in, as stages of node names (``names``' order within each): first the nodes that
+    move the robot (:data:`MOTION`: the console that sends skill goals, the skills node that drives the arm), so the
+    arm is halted and no new goal can come while anything else goes; then every other node (the simulator, the
+    perception, the improvement node that writes lessons through the memory, ...); the stores (:data:`STORES`) last,
+    so whatever the others hand them on their way out is still stored."""
+    first = [n for n in names if n in MOTION]
+    last = [n for n in names if n in STORES]
+    middle = [n for n in names if n not in MOTION and n not in STORES]
+    return [stage for stage in (first, middle, last) if stage]
 
 
 def _describe_exit(code: int) -> str:
@@ -121,22 +136,25 @@ class Supervisor:
             self.log(f"teachbot: node {name} restarted (pid {child.process.pid})")
 
     def stop(self) -> None:
-        """Stop restarting, SIGTERM every node, and SIGKILL those still running after :data:`STOP_GRACE`."""
+        """Stop restarting, then stop the nodes in :func:`stop_stages` order: SIGTERM a stage's nodes, wait until they
+        have exited (SIGKILL those still running after :data:`STOP_GRACE`), then the next stage."""
         self._stop.set()
         with self._lock:
-            processes = [c.process for c in self.children.values() if c.process is not None]
+            running = {name: c.process for name, c in self.children.items() if c.process is not None}
         if self._thread is not None:
             self._thread.join(timeout=2.0)
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE
-        for process in processes:
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for stage in stop_stages(list(running)):
+            processes = [running[name] for name in stage]
+            for process in processes:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            for process in processes:
+                try:
+                    process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
     def __enter__(self) -> Supervisor:
         self.start()
