@@ -258,45 +258,103 @@ Here is the working memory:
 ```"""
 
 
-def test_worker_llm_reads_fenced_reasoned_answers_and_sees_the_log(tmp_path: Path) -> None:
+def paper_worker(selection: str = "apple, banana, red cup, knife", state: str = WORKER_ANSWER) -> ScriptedModel:
+    """A scripted worker: Prompt 4 (selection) answered with ``selection``, Prompt 5 (state) with ``state``."""
+    return ScriptedModel(respond=lambda prompt: selection if "Name the objects that are relevant" in prompt else state,
+                         name="worker")
+
+
+def test_worker_llm_selects_from_the_full_object_list_and_extracts_the_state_from_the_log(tmp_path: Path) -> None:
     table = Table()
-    model = ScriptedModel(respond=lambda _prompt: WORKER_ANSWER, name="worker")
-    template = (Path(__file__).parents[1] / "prompts" / "task_memory_worker.txt").read_text()
-    worker = WorkerLLM(model, template, CONFIG)
-    f = ConsoleTaskMemory(memory(tmp_path, table, worker)).wrap(table.functions())
-    table_before = f["retrieve_working_memory"]("sort")  # not started: no model call
-    assert table_before["status"] == "not started"
+    model = paper_worker("1. Apple, the banana, red cup, knife.")
+    worker = WorkerLLM(model, (Path(__file__).parents[1] / "prompts" / "task_memory_worker.txt").read_text(), CONFIG)
+    tm = memory(tmp_path, table, worker)
+    f = ConsoleTaskMemory(tm).wrap(table.functions())
+    assert f["retrieve_working_memory"]("sort")["status"] == "not started"
     f["begin_task"]("sort")
+    select = next(p for p in model.prompts if "Name the objects that are relevant" in p)
+    assert "apple, banana, red cup, knife, box 1, box 2" in select  # every object at the table, the boxes too
+    assert "yellow cube" not in select  # not at the task's place
+    assert "Fruits go into box 1." in select  # the procedural memory's reminders are the task's description
+    assert tm.run("sort").relevant == ("apple", "banana", "red cup", "knife")  # the worker's selection, logged
     f["grasp"]("apple")
     f["place_object"]("box 1")
     wm = f["retrieve_working_memory"]("sort")
     assert wm["task_state"] == "one of four done" and wm["remaining"][0] == "put the banana into box 1"
     prompt = model.prompts[-1]
-    assert "place_object('box 1') -> 'success'" in prompt and "- apple (red apple): box 1" in prompt
+    assert "Action: place_object('box 1') -> 'success'" in prompt and "box 1: apple" in prompt
+    assert "table: banana, red cup, knife" in prompt and "yellow cube" not in prompt  # only the task's objects
+    assert worker.stats.to_json() == {"calls": 5, "failures": 0, "fallbacks": 0, "problems": []}
+
+
+def test_worker_llm_judges_whether_a_task_is_done(tmp_path: Path) -> None:
+    table = Table()
+    done = '{"task_state": "all sorted", "done": ["put the apple into box 1"], "remaining": []}'
+    worker = WorkerLLM(paper_worker(state=done), "{log}", CONFIG)
+    tm = memory(tmp_path, table, worker)
+    tm.begin("sort", "sort")
+    assert tm.working("sort").status == "done"  # the worker says so; the world (nothing sorted) does not
+    tm.begin("sort", "sort again")  # a finished task begins afresh: a second fresh begin record
+    assert [r.instruction for r in tm.store.records("sort")] == ["sort", "sort again"]
 
 
 @pytest.mark.parametrize("answer", ["I think the robot should go on sorting.",
                                     '{"task_state": "x", "task_relevant_objects": {"unicorn": "table"}}'])
-def test_worker_llm_falls_back_to_the_extractor(tmp_path: Path, answer: str) -> None:
+def test_worker_llm_failures_are_counted_and_the_fallback_is_named(tmp_path: Path, answer: str) -> None:
     table = Table()
     lines: list[str] = []
-    worker = WorkerLLM(ScriptedModel(respond=lambda _prompt: answer, name="worker"), "{task} {log}", CONFIG, lines.append)
+    worker = WorkerLLM(paper_worker(state=answer), "{task} {log}", CONFIG, lines.append)
     tm = memory(tmp_path, table, worker)
     tm.begin("sort", "sort")
     wm = tm.working("sort")
     assert wm.source == "extractor" and len(wm.remaining) == 4
-    assert lines and "comes from the logs" in lines[-1]
+    assert worker.stats.failures == worker.stats.fallbacks == 2  # begin's extraction and this one
+    assert lines and "the extractor answers instead" in lines[-1]
+    strict = WorkerLLM(paper_worker(state=answer), "{task} {log}", CONFIG, fallback=False)
+    tm = memory(tmp_path / "strict", table, strict)
+    tm.begin("sort", "sort")
+    wm = tm.working("sort")
+    assert wm.source == "worker-failed" and wm.remaining == () and wm.task_state.startswith("unknown:")
+    assert strict.stats.fallbacks == 0 and strict.stats.failures == 2 and strict.stats.problems
 
 
-def test_worker_llm_outage_falls_back(tmp_path: Path) -> None:
+def test_worker_llm_selection_naming_other_objects_is_a_counted_failure(tmp_path: Path) -> None:
+    table = Table()
+    strict = WorkerLLM(paper_worker(selection="apple, unicorn"), "{log}", CONFIG, fallback=False)
+    tm = memory(tmp_path, table, strict)
+    tm.begin("sort", "sort")
+    assert tm.run("sort").relevant == ("apple",)  # the made-up object dropped, the rest as the worker said
+    blank = WorkerLLM(paper_worker(selection="Sure! Here they are:"), "{log}", CONFIG, fallback=False)
+    tm = memory(tmp_path / "blank", table, blank)
+    tm.begin("sort", "sort")
+    assert tm.run("sort").relevant == ("apple", "banana", "red cup", "knife", "box 1", "box 2")  # no selection at all
+    assert strict.stats.problems[0].startswith("the selection named objects that are not at the task's place")
+    fallback = WorkerLLM(paper_worker(selection="apple, unicorn"), "{log}", CONFIG)
+    tm = memory(tmp_path / "fb", table, fallback)
+    tm.begin("sort", "sort")
+    assert tm.run("sort").relevant == ("apple", "banana", "red cup", "knife") and fallback.stats.fallbacks >= 1
+
+
+def test_worker_llm_outage_is_counted(tmp_path: Path) -> None:
     class Down(ScriptedModel):
         def generate(self, prompt: str, stop=None, **kwargs):  # type: ignore[override]
             raise LLMError("connection refused")
 
     table = Table()
-    tm = memory(tmp_path, table, WorkerLLM(Down([]), "{task}", CONFIG))
+    worker = WorkerLLM(Down([]), "{task}", CONFIG)
+    tm = memory(tmp_path, table, worker)
     tm.begin("sort", "sort")
     assert tm.working("sort").source == "extractor"
+    assert worker.stats.failures == worker.stats.fallbacks == 3 and "connection refused" in worker.stats.problems[0]
+
+
+def test_a_task_not_started_lists_only_what_is_still_to_do(tmp_path: Path) -> None:
+    table = Table()
+    table.move("apple", "box 1")  # already where the sorting puts it
+    wm = memory(tmp_path, table).working("sort")
+    assert wm.status == "not started"
+    assert wm.done == ("put the apple into box 1",)
+    assert wm.remaining == ("put the banana into box 1", "put the red cup into box 2", "put the knife into box 2")
 
 
 def test_extractor_for_a_task_without_specification(tmp_path: Path) -> None:

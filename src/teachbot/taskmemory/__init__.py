@@ -6,10 +6,10 @@ tasks and resumes them. Pure Python, no ROS: the memory node serves it, the cons
 from teachbot.taskmemory.log import LogRecord, TaskLogStore
 from teachbot.taskmemory.memory import MEMORY_FUNCTIONS, ConsoleTaskMemory, TaskMemory, without_memory
 from teachbot.taskmemory.specs import Goal, ObjectInfo, TaskMemoryConfig, TaskSpec, prompt_block, steps
-from teachbot.taskmemory.working import LogExtractor, TaskRun, WorkerLLM, WorkingMemory
+from teachbot.taskmemory.working import LogExtractor, TaskRun, WorkerLLM, WorkerStats, WorkingMemory
 
 __all__ = [
     "MEMORY_FUNCTIONS", "ConsoleTaskMemory", "Goal", "LogExtractor", "LogRecord", "ObjectInfo", "TaskLogStore",
-    "TaskMemory", "TaskMemoryConfig", "TaskRun", "TaskSpec", "WorkerLLM", "WorkingMemory", "prompt_block", "steps",
+    "TaskMemory", "TaskMemoryConfig", "TaskRun", "TaskSpec", "WorkerLLM", "WorkerStats", "WorkingMemory", "prompt_block", "steps",
     "without_memory",
 ]

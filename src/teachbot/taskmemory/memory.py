@@ -10,16 +10,18 @@ memory of a task. :class:`ConsoleTaskMemory` is the console's side: the robot fu
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from teachbot.language.dialog import SessionEnded
-from teachbot.taskmemory.log import RESUMED, TaskLogStore, slug
-from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
-from teachbot.taskmemory.working import DONE, NOT_STARTED, LogExtractor, TaskRun, WorkingMemory, declarative_view
+from teachbot.taskmemory.log import BEGIN, RESUMED, LogRecord, TaskLogStore, slug
+from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec
+from teachbot.taskmemory.working import ACTIVE, DONE, LogExtractor, TaskRun, WorkingMemory, declarative_view
 
 MEMORY_FUNCTIONS = ("begin_task", "current_tasks", "retrieve_working_memory", "retrieve_declarative_memory")
 
@@ -28,7 +30,9 @@ class TaskMemory:
     """The declarative and working memory of one robot over a :class:`TaskLogStore`.
 
     ``environment()`` says what is where now (perception, or the simulator in an evaluation); ``worker``
-    makes working memories (a :class:`LogExtractor` or a :class:`WorkerLLM`; the extractor by default).
+    selects a task's objects when it begins and makes its working memories (a :class:`WorkerLLM` or a
+    :class:`LogExtractor`; the extractor by default). Whether a task is done, so whether ``begin`` resumes it,
+    is the worker's judgement too: the extractor is asked only when it is the worker.
     """
 
     def __init__(self, store: TaskLogStore | str | Path, config: TaskMemoryConfig, profile: str,
@@ -76,16 +80,22 @@ class TaskMemory:
         name = self.resolve(task)
         env = dict(environment if environment is not None else self.environment())
         run = self.run(name)
-        if run.records and self.extractor(run).status != DONE:
-            relevant = run.relevant
-            self.store.begin(name, RESUMED + (instruction or run.instruction), relevant, env)
-        else:
-            spec = self.specs.get(name)
-            relevant = tuple(spec.relevant(env, self.extractor.category_of)) if spec else ()
-            self.store.begin(name, instruction, relevant, env)
+        memory = self.worker(run) if run.records else None
+        if memory is not None and memory.status != DONE:
+            self.store.begin(name, RESUMED + (instruction or run.instruction), run.relevant, env)
+            with self._lock:
+                self._current = name
+            return dataclasses.replace(memory, status=ACTIVE)
+        relevant = self._select(name, instruction, env)
+        self.store.begin(name, instruction, relevant, env)
         with self._lock:
             self._current = name
         return self.working(name)
+
+    def _select(self, name: str, instruction: str, env: Mapping[str, ObjectInfo]) -> tuple[str, ...]:
+        """The objects of the task ``name`` among ``env``, as the worker selects them."""
+        select = getattr(self.worker, "select", self.extractor.select)
+        return tuple(select(name, self.specs.get(name), instruction, env))
 
     def log_action(self, function: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], result: str, ok: bool,
                    environment: Mapping[str, ObjectInfo] | None = None) -> str:
@@ -103,16 +113,14 @@ class TaskMemory:
         return TaskRun(name, self.specs.get(name), self.store.since_begin(name, first=True), name == self.current())
 
     def working(self, task: str) -> WorkingMemory:
-        """The working memory of ``task`` (its spec's, 'not started', when it has no log yet)."""
+        """The working memory of ``task``; for a task with no log yet, 'not started': its objects selected
+        in the world now and its state with nothing done (a step the world already shows done stays so)."""
         name = self.resolve(task, known_only=True)
         run = self.run(name)
         if not run.records:
-            spec = self.specs[name]
-            env = self.environment()
-            relevant = spec.relevant(env, self.extractor.category_of)
-            todo = tuple(s.text for s in steps(spec, relevant, env, (), self.extractor.category_of))
-            return WorkingMemory(name, NOT_STARTED, "", spec.reminders, f"not started; {len(todo)} steps to do",
-                                 remaining=todo, task_relevant_objects={n: env[n].at for n in relevant})
+            env = dict(self.environment())
+            begun = LogRecord(BEGIN, name, time.time(), relevant=self._select(name, "", env), environment=env)
+            run = TaskRun(name, run.spec, [begun], False, started=False)
         return self.worker(run)
 
     def declarative(self, task: str, limit: int = 0) -> list[dict[str, Any]]:
@@ -124,7 +132,7 @@ class TaskMemory:
         """Every task with a log, oldest first: name, status, progress, what the person asked."""
         out = []
         for name in self.store.tasks():
-            memory = self.extractor(self.run(name))
+            memory = self.worker(self.run(name))
             out.append({"task": name, "status": memory.status, "progress": memory.task_state, "instruction": memory.instruction})
         return out
 

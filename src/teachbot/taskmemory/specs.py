@@ -79,7 +79,7 @@ class TaskSpec:
 
     def relevant(self, environment: Environment, category_of: Mapping[str, frozenset[str]]) -> list[str]:
         """The objects the task is about: at its place (or in something there) and selected by a goal."""
-        here = [n for n in environment if self.place == "" or _rests_at(n, environment, self.place)]
+        here = [n for n in environment if self.place == "" or at_place(n, environment, self.place)]
         return [n for n in here if any(g.selects(environment[n], category_of) for g in self.goals)]
 
     def actions_per_step(self, goal: Goal) -> int:
@@ -180,7 +180,7 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else (str(value),)
 
 
-def _rests_at(name: str, environment: Environment, place: str, depth: int = 8) -> bool:
+def at_place(name: str, environment: Environment, place: str, depth: int = 8) -> bool:
     """Whether ``name`` is at ``place``: on its surface or in/on something that is (a tower, a box)."""
     at = environment[name].at
     for _ in range(depth):

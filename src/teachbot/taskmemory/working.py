@@ -1,29 +1,40 @@
 """The working memory: per task, its reminders, its state and the objects it is about.
 
-Two makers, switched by config (``task_memory.working_memory``):
+Two makers, switched by config (``task_memory.working_memory``); each selects a task's objects when it
+begins (``select``) and makes its working memory from its run (``__call__``):
 
+- :class:`WorkerLLM`, the multi-task memory paper's worker: an LLM picks the task's objects from the full
+  list of objects at the task's place (Prompt 4, prompts/task_memory_select.txt) and extracts the task's
+  state from its log entries, each an action and where the task's objects were after it (Prompt 5,
+  prompts/task_memory_worker.txt). It sees nothing but those prompts. A failed call or an unreadable answer
+  is counted (:class:`WorkerStats`); with ``fallback`` the extractor answers instead (counted too), without
+  it the working memory says the state could not be extracted.
 - :class:`LogExtractor`, deterministic: the task's goals (teachbot.taskmemory.specs) checked against the
-  newest logged world and the pointing logged since the task began. It is the ablation's oracle, and the
-  fallback of the worker.
-- :class:`WorkerLLM`, the multi-task memory paper's worker: an LLM reads the task's specification, its
-  objects and its log (prompts/task_memory_worker.txt) and answers one JSON object with the same fields.
-  An answer that cannot be read, or that names objects the task is not about, falls back to the extractor.
+  newest logged world and the pointing logged since the task began -- the judge's own definition of done,
+  so it is an oracle: the labelled ablation ``memory-extractor`` of the multi-task benchmark.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.language.json_reply import read_json
+from teachbot.language.prompts import load_prompt
+from teachbot.language.reply import strip_reasoning
 from teachbot.llm.base import LLMError
-from teachbot.taskmemory.log import ACTION, RESUMED, LogRecord
-from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, steps
+from teachbot.taskmemory.log import ACTION, BEGIN, RESUMED, LogRecord
+from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, at_place, steps
 
 ACTIVE, PAUSED, DONE, NOT_STARTED = "active", "paused", "done", "not started"
 WORKER_KEYS = ("task_reminders", "task_state", "done", "remaining", "task_relevant_objects")
+SELECT_PROMPT = "task_memory_select.txt"  # Prompt 4: the task's objects among those at its place
+STATE_PROMPT = "task_memory_worker.txt"  # Prompt 5: the task's state from its log entries
+FAILED = "worker-failed"  # the source of a working memory the worker could not make (no fallback)
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,7 @@ class WorkingMemory:
     done: tuple[str, ...] = ()
     remaining: tuple[str, ...] = ()
     task_relevant_objects: Mapping[str, str] = field(default_factory=dict)  # name -> where it is
-    source: str = "extractor"  # extractor | worker
+    source: str = "extractor"  # extractor | worker | worker-failed
 
     def to_console(self) -> dict[str, Any]:
         """The dict ``retrieve_working_memory()`` returns."""
@@ -50,12 +61,14 @@ class WorkingMemory:
 @dataclass(frozen=True)
 class TaskRun:
     """A task's run as the logs hold it: the spec (None for a task no spec names), the records since it
-    began afresh, and whether it is the task the robot works on now."""
+    began afresh, and whether it is the task the robot works on now. A task not started yet is a run of
+    one begin record that is not in the log (``started`` False): the objects selected for it and the world now."""
 
     task: str
     spec: TaskSpec | None
     records: Sequence[LogRecord]
     current: bool
+    started: bool = True
 
     @property
     def instruction(self) -> str:
@@ -87,6 +100,10 @@ class LogExtractor:
         self.config = config
         self.category_of = config.category_of
 
+    def select(self, task: str, spec: TaskSpec | None, instruction: str, environment: Environment) -> tuple[str, ...]:
+        """The task's objects by its goals (the judge's own selection; none for a task without a spec)."""
+        return tuple(spec.relevant(environment, self.category_of)) if spec else ()
+
     def __call__(self, run: TaskRun) -> WorkingMemory:
         env = run.environment
         objects = {n: env[n].at for n in run.relevant if n in env}
@@ -100,7 +117,7 @@ class LogExtractor:
         done = tuple(s.text for s in all_steps if s.done)
         remaining = tuple(s.text for s in all_steps if not s.done)
         status = DONE if all_steps and not remaining else ACTIVE if run.current else PAUSED
-        if not run.records:
+        if not run.started:
             status = NOT_STARTED
         state = f"{len(done)} of {len(all_steps)} steps done" + (f"; next: {remaining[0]}" if remaining else "")
         reminders = tuple(run.spec.reminders) or (run.spec.description,)
@@ -110,52 +127,158 @@ class LogExtractor:
         return WorkingMemory(run.task, status, run.instruction, reminders, state, done, remaining, objects)
 
 
+@dataclass
+class WorkerStats:
+    """What a worker did: its model calls, the calls that failed or gave an unusable answer, the times the
+    extractor answered instead, and why each failure happened (newest last)."""
+
+    calls: int = 0
+    failures: int = 0
+    fallbacks: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"calls": self.calls, "failures": self.failures, "fallbacks": self.fallbacks, "problems": list(self.problems)}
+
+
 class WorkerLLM:
-    """The worker LLM of the multi-task memory paper, with the extractor as its fallback."""
+    """The worker LLM of the multi-task memory paper (see the module's docstring).
 
-    def __init__(self, model: Any, template: str, config: TaskMemoryConfig, log: Callable[[str], None] = lambda _l: None) -> None:
+    ``template``: the state prompt (Prompt 5; prompts/task_memory_worker.txt); ``select_template``: the
+    selection prompt (Prompt 4; default prompts/task_memory_select.txt). ``fallback``: let the extractor
+    answer when the worker fails (each time counted in ``stats``); without it a failed selection keeps every
+    object at the task's place and a failed extraction says so in the working memory."""
+
+    def __init__(self, model: Any, template: str, config: TaskMemoryConfig, log: Callable[[str], None] = lambda _l: None,
+                 select_template: str | None = None, fallback: bool = True) -> None:
         self.model, self.template, self.config, self.log = model, template, config, log
-        self.fallback = LogExtractor(config)
+        self.select_template = select_template if select_template is not None else load_prompt(SELECT_PROMPT)
+        self.fallback = fallback
+        self.extractor = LogExtractor(config)
+        self.stats = WorkerStats()
 
+    # ------------------------------------------------------------------ Prompt 4: the task's objects
+    def select_prompt(self, task: str, spec: TaskSpec | None, instruction: str, names: Sequence[str]) -> str:
+        return _fill(self.select_template, {
+            "{task}": task, "{description}": spec.description if spec else instruction or task,
+            "{reminders}": "\n".join(spec.reminders) if spec else "", "{objects}": ", ".join(names) or "(none)"})
+
+    def select(self, task: str, spec: TaskSpec | None, instruction: str, environment: Environment) -> tuple[str, ...]:
+        """The objects the worker names as the task's, among those at the task's place, in its order. An
+        answer naming other objects is a failure: the extractor selects instead with ``fallback``, else the
+        named objects that are there are kept (every object at the place when the answer names none)."""
+        names = [n for n in environment if spec is None or not spec.place or at_place(n, environment, spec.place)]
+        raw = self._ask(self.select_prompt(task, spec, instruction, names))
+        chosen, unknown = (None, []) if raw is None else _names(raw, names)
+        if chosen is not None and not unknown:
+            return tuple(chosen)
+        if raw is not None:
+            self._failed(f"the selection named objects that are not at the task's place: {unknown}" if unknown
+                         else "the selection held no object names")
+        if self.fallback:
+            self.stats.fallbacks += 1
+            return self.extractor.select(task, spec, instruction, environment)
+        return tuple(chosen) if chosen else tuple(names)
+
+    # ------------------------------------------------------------------ Prompt 5: the task's state
     def prompt(self, run: TaskRun) -> str:
         spec = run.spec
-        actions = run.actions[-self.config.worker_log_lines:]
-        lines = [f"{i + 1}. {r.call_text()} -> {r.result}" for i, r in enumerate(actions)] or ["(nothing done yet)"]
-        env = run.environment
-        objects = "\n".join(f"- {n} ({env[n].color} {env[n].type}): {env[n].at}" for n in run.relevant if n in env) or "(none)"
-        fields = {
-            "{task}": run.task,
-            "{specification}": spec.description if spec else run.instruction,
+        return _fill(self.template, {
+            "{task}": run.task, "{specification}": spec.description if spec else run.instruction,
             "{reminders}": "\n".join(f"- {r}" for r in (spec.reminders if spec else ())) or "(none)",
-            "{instruction}": run.instruction or "(none)",
-            "{objects}": objects,
-            "{log}": "\n".join(lines),
-        }
-        text = self.template
-        for key, value in fields.items():
-            text = text.replace(key, value)
-        return text
+            "{instruction}": run.instruction or "(none)", "{objects}": ", ".join(run.relevant) or "(none)",
+            "{log}": log_entries(run, self.config.worker_log_lines)})
 
     def __call__(self, run: TaskRun) -> WorkingMemory:
-        fallback = self.fallback(run)
-        try:
-            raw = self.model.generate(self.prompt(run), stop=(), temperature=0.0).text
-        except (LLMError, OSError) as exc:
-            self.log(f"task memory: the worker model failed ({exc}); the working memory comes from the logs")
-            return fallback
+        raw = self._ask(self.prompt(run))
+        if raw is None:
+            return self._instead(run, "the worker model failed")
         answer = read_json(raw, WORKER_KEYS)
         if answer is None:
-            self.log("task memory: the worker's answer held no JSON object; the working memory comes from the logs")
-            return fallback
+            self._failed("the state answer held no JSON object")
+            return self._instead(run, "the worker's answer held no JSON object")
         try:
-            memory = _from_answer(run, answer, fallback)
+            return _from_answer(run, answer)
         except (TypeError, ValueError) as exc:
-            self.log(f"task memory: the worker's answer is not usable ({exc}); the working memory comes from the logs")
-            return fallback
-        return memory
+            self._failed(f"the state answer is not usable: {exc}")
+            return self._instead(run, f"the worker's answer is not usable ({exc})")
+
+    # ------------------------------------------------------------------ failures
+    def _ask(self, prompt: str) -> str | None:
+        self.stats.calls += 1
+        try:
+            return self.model.generate(prompt, stop=(), temperature=0.0).text
+        except (LLMError, OSError) as exc:
+            self._failed(f"the model failed: {exc}")
+            return None
+
+    def _failed(self, why: str) -> None:
+        self.stats.failures += 1
+        self.stats.problems.append(why)
+        self.log(f"task memory: {why}" + ("; the extractor answers instead" if self.fallback else ""))
+
+    def _instead(self, run: TaskRun, why: str) -> WorkingMemory:
+        if self.fallback:
+            self.stats.fallbacks += 1
+            return self.extractor(run)
+        env = run.environment
+        status = NOT_STARTED if not run.started else ACTIVE if run.current else PAUSED
+        return WorkingMemory(run.task, status, run.instruction, tuple(run.spec.reminders) if run.spec else (),
+                             f"unknown: {why}; read retrieve_declarative_memory({run.task!r})", (), (),
+                             {n: env[n].at for n in run.relevant if n in env}, source=FAILED)
 
 
-def _from_answer(run: TaskRun, answer: Mapping[str, Any], fallback: WorkingMemory) -> WorkingMemory:
+def log_entries(run: TaskRun, limit: int) -> str:
+    """A run's log as the worker reads it (Prompt 5): per action, the call and its result, then where the
+    task's objects were after it, grouped by place; a begin says only that the task began or resumed."""
+    lines: list[str] = []
+    actions = 0
+    kept = {id(r) for r in run.actions[-limit:]} if limit > 0 else {id(r) for r in run.actions}
+    for record in run.records:
+        if record.kind == BEGIN:
+            if run.started:
+                lines.append("Task resumed." if record.instruction.startswith(RESUMED) else f"Task begun: {record.instruction or run.task}")
+            continue
+        actions += 1
+        if id(record) not in kept:
+            continue
+        lines.append(f"Log entry {actions}:")
+        lines.append(f"Action: {record.call_text()} -> {record.result if record.ok else 'failed: ' + record.result}")
+        where: dict[str, list[str]] = {}
+        for name in run.relevant:
+            if name in record.environment:
+                where.setdefault(record.environment[name].at, []).append(name)
+        lines += [f"{at}: {', '.join(names)}" for at, names in where.items()]
+    return "\n".join(lines) if actions else "\n".join([*lines, "(no log entries: nothing done yet)"])
+
+
+def _fill(template: str, fields: Mapping[str, str]) -> str:
+    for key, value in fields.items():
+        template = template.replace(key, value)
+    return template
+
+
+def _names(raw: str, names: Sequence[str]) -> tuple[list[str] | None, list[str]]:
+    """The object names of a comma-separated answer (numbering, quotes, a final stop tolerated; a name
+    matched without case, or a near spelling), and the words that name none of ``names``."""
+    text = strip_reasoning(raw).strip().strip("`").strip()
+    by_lower = {n.lower(): n for n in names}
+    chosen: list[str] = []
+    unknown: list[str] = []
+    for part in re.split(r"[,;\n]", text):
+        item = re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", part).strip().strip("'\"").rstrip(".").strip().lower()
+        item = re.sub(r"^the ", "", item)
+        if not item or item in ("none", "nothing"):
+            continue
+        match = by_lower.get(item) or next(iter(by_lower[m] for m in difflib.get_close_matches(item, list(by_lower), 1, 0.85)), None)
+        if match is None:
+            unknown.append(item)
+        elif match not in chosen:
+            chosen.append(match)
+    return (chosen if chosen or not unknown else None), unknown
+
+
+def _from_answer(run: TaskRun, answer: Mapping[str, Any]) -> WorkingMemory:
     def strings(key: str) -> tuple[str, ...]:
         value = answer.get(key, [])
         if isinstance(value, str):
@@ -166,7 +289,7 @@ def _from_answer(run: TaskRun, answer: Mapping[str, Any], fallback: WorkingMemor
 
     objects = answer.get("task_relevant_objects", {})
     if isinstance(objects, (list, tuple)):
-        objects = {str(n): fallback.task_relevant_objects.get(str(n), "") for n in objects}
+        objects = {str(n): "" for n in objects}
     if not isinstance(objects, Mapping):
         raise TypeError("task_relevant_objects must map object names to where they are")
     known = set(run.environment)
@@ -174,10 +297,10 @@ def _from_answer(run: TaskRun, answer: Mapping[str, Any], fallback: WorkingMemor
     if made_up:
         raise ValueError(f"objects that are not in the world: {made_up}")
     remaining, done = strings("remaining"), strings("done")
-    status = DONE if done and not remaining else ACTIVE if run.current else PAUSED  # the worker's judgement
-    return WorkingMemory(run.task, status, run.instruction, strings("task_reminders") or fallback.task_reminders,
-                         str(answer.get("task_state", "")).strip() or fallback.task_state, done, remaining,
-                         {str(k): str(v) for k, v in objects.items()}, source="worker")
+    status = NOT_STARTED if not run.started else DONE if done and not remaining else ACTIVE if run.current else PAUSED
+    reminders = strings("task_reminders") or (tuple(run.spec.reminders) if run.spec else ())
+    return WorkingMemory(run.task, status, run.instruction, reminders, str(answer.get("task_state", "")).strip(), done,
+                         remaining, {str(k): str(v) for k, v in objects.items()}, source="worker")
 
 
 def declarative_view(records: Sequence[LogRecord], relevant: Sequence[str], limit: int) -> list[dict[str, Any]]:
