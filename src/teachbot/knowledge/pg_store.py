@@ -20,7 +20,10 @@ Guarantees, as the examples' (teachbot.memory.pg_store):
   take their own); an error the database answers with is a KnowledgeError of that call, and a row that is not a
   readable entry is skipped with one error line.
 
-Who sees an entry: the fleet (``shared`` 'fleet') or only the robot that learned it ('robot').
+Who sees an entry: the fleet (``shared`` 'fleet') or only the robot that learned it ('robot'). Against a robot whose
+client was replaced, the server holds this (row-level security, teachbot.memory.pg_trust.ensure_own_rows, once the
+operator's `teachbot memory add-robot` added it): a robot's role reads only those rows, writes and removes only
+entries whose ``robot_id`` is its role, and cannot forge ``seq``; such a store writes its spooled entries as its own.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import psycopg
 from teachbot.knowledge.entry import KINDS, KnowledgeEntry, KnowledgeError, UnknownEntryError
 from teachbot.knowledge.store import _prepare
 from teachbot.knowledge.store_protocol import KnowledgeImportReport
+from teachbot.memory.pg_trust import bound_robot, ensure_own_rows
 from teachbot.storage.files import write_jsonl
 from teachbot.storage.pg_link import RETRY_MAX_S, SHARED_VALUES, DatabaseAway, DatabaseRefused, PgLink, ensure_tables
 from teachbot.storage.pg_timeouts import PgTimeouts
@@ -65,8 +69,14 @@ ENTRIES = SpoolFormat[KnowledgeEntry](
 
 
 def ensure_knowledge_tables(conn: psycopg.Connection) -> None:
-    """The knowledge tables, created when missing."""
+    """The knowledge tables, created when missing, with the fleet's row ownership (teachbot.memory.pg_trust: a robot's
+    role writes and removes only its own entries, reads the fleet's and its own; the server sets ``seq``), added by
+    the operator's login; a robot's login on a table still without it is warned about it."""
     ensure_tables(conn, "teachbot_knowledge", _DDL)
+    if not ensure_own_rows(conn, "teachbot_knowledge", _VISIBLE.replace("%(robot)s", "current_user"),
+                           "teachbot_knowledge_seq", WRITE_LOCK):
+        log.warning("knowledge store: the table teachbot_knowledge has no row-level security yet, so any robot can change "
+                    "any robot's entries; the operator adds it by running `teachbot memory add-robot` (README: Fleet memory)")
 
 
 class PgKnowledgeStore:
@@ -82,11 +92,12 @@ class PgKnowledgeStore:
         self.spool = Spool(spool_dir, ENTRIES)  # the local part of this store: entries waiting for the database
         self.directory = self.spool.directory
         self.robot_id, self.shared, self.offline_ok = robot_id, shared, offline_ok
-        self.link = PgLink(dsn, "knowledge store", ensure_knowledge_tables, retry=self._refresh_now,
+        self.link = PgLink(dsn, "knowledge store", self._connected, retry=self._refresh_now,
                            pending=lambda: bool(self._queued or self.spool.deferred), timeouts=timeouts)
         self.where = self.link.where
         self._lock = threading.RLock()  # the entries held here; never held while the database is asked
         self._sync = threading.RLock()  # writes and catch-ups, one at a time
+        self._bound = False  # row-level security binds this login: robot_id is its role
         self._poison: set[tuple[str, int]] = set()  # (id, seq) of rows skipped as unreadable, told once each
         self._entries: dict[str, KnowledgeEntry] = {}  # the visible rows, as last read
         self._queued: dict[str, KnowledgeEntry] = {s.item.id: s.item for s in self.spool.items()}
@@ -263,6 +274,16 @@ class PgKnowledgeStore:
         self.link.close()
 
     # ------------------------------------------------------------------ database
+    def _connected(self, conn: psycopg.Connection) -> None:
+        """Each new connection: the tables; a robot's role is this store's robot_id (the server allows no other)."""
+        ensure_knowledge_tables(conn)
+        role = bound_robot(conn, "teachbot_knowledge")
+        self._bound = role is not None
+        if role is not None and role != self.robot_id:
+            log.warning("knowledge store: this robot logs in to the database at %s as the robot %r: that is its robot_id "
+                        "(memory.store.robot_id says %r)", self.where, role, self.robot_id)
+            self.robot_id = role
+
     def _insert(self, conn: psycopg.Connection, entry: KnowledgeEntry, robot_id: str = "", shared: str = "") -> str:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
@@ -341,7 +362,8 @@ class PgKnowledgeStore:
                         with self._lock:
                             self._queued.pop(entry_id, None)
                     continue  # else: cannot be read now, tried again later
-                entry, robot_id, shared = spooled.item, spooled.robot_id or self.robot_id, spooled.shared
+                robot_id = self.robot_id if self._bound else spooled.robot_id or self.robot_id  # a robot's role: its own
+                entry, shared = spooled.item, spooled.shared
                 try:
                     outcome = self.link.run(lambda conn, e=entry, r=robot_id, s=shared: self._insert(conn, e, r, s))
                     why = "the database holds another entry under this id"

@@ -23,6 +23,10 @@ Whether a transcript is console text calling only its profile's API cannot be ch
 it on write and again on read (pg_checks). A database whose robots all log in as the operator (one shared login,
 schema version 1's only setup) gets the checks, the server-set ``seq`` and the clients' scoping, but none of the
 guarantees against a robot: any robot can then do what the operator can.
+
+The knowledge base's and the task logs' tables get the same row ownership (:func:`ensure_own_rows`): a robot writes,
+changes and deletes only its own rows; it reads the fleet's knowledge entries and its own, and only its own task
+records; the knowledge's ``seq`` is set by the server.
 """
 
 from __future__ import annotations
@@ -171,6 +175,77 @@ GRANT SELECT, INSERT, DELETE ON teachbot_example_keys TO {group};
 GRANT SELECT, INSERT ON teachbot_key_models TO {group};
 GRANT USAGE ON SEQUENCE teachbot_memory_seq TO {group}
 """
+
+
+_OWN_ROWS = """
+CREATE OR REPLACE FUNCTION teachbot_stamp_seq() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, {schema} AS $f$
+BEGIN
+  PERFORM pg_advisory_xact_lock(TG_ARGV[1]::bigint);
+  NEW.seq := nextval(TG_ARGV[0]);
+  RETURN NEW;
+END $f$
+;;
+ALTER TABLE {table} ALTER COLUMN robot_id SET DEFAULT current_user
+;;
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY
+;;
+DROP POLICY IF EXISTS teachbot_read ON {table}
+;;
+CREATE POLICY teachbot_read ON {table} FOR SELECT USING ({readable})
+;;
+DROP POLICY IF EXISTS teachbot_write ON {table}
+;;
+CREATE POLICY teachbot_write ON {table} FOR INSERT WITH CHECK (robot_id = current_user)
+;;
+DROP POLICY IF EXISTS teachbot_change ON {table}
+;;
+CREATE POLICY teachbot_change ON {table} FOR UPDATE USING (robot_id = current_user) WITH CHECK (robot_id = current_user)
+;;
+DROP POLICY IF EXISTS teachbot_drop ON {table}
+;;
+CREATE POLICY teachbot_drop ON {table} FOR DELETE USING (robot_id = current_user)
+"""
+_STAMP_SEQ = """
+DROP TRIGGER IF EXISTS teachbot_stamp_seq ON {table}
+;;
+CREATE TRIGGER teachbot_stamp_seq BEFORE INSERT OR UPDATE ON {table} FOR EACH ROW
+  EXECUTE FUNCTION teachbot_stamp_seq({sequence}, {lock})
+"""
+
+
+def ensure_own_rows(conn: Any, table: str, readable: str, sequence: str = "", lock: int = 0) -> bool:
+    """Row-level security on ``table`` (a table with a ``robot_id`` column) as on the lessons: a robot's role reads the
+    rows ``readable`` (SQL) allows, and inserts, changes and deletes only rows whose ``robot_id`` is its role, whatever
+    privileges it was granted; with ``sequence``, the server sets every written row's ``seq`` (under the advisory
+    ``lock``), so no robot can forge the change feed's order. The owner of the table (the operator) is not bound.
+
+    Applied once, by a login that owns the table (``teachbot memory add-robot`` runs it as the operator; the schema
+    lock is held); True when the table has it, False when it has not and this login may not add it."""
+    secured, owner = conn.execute("SELECT c.relrowsecurity, pg_has_role(c.relowner, 'USAGE') FROM pg_class c "
+                                  "WHERE c.oid = to_regclass(%s)", (table,)).fetchone()
+    if secured:
+        return True
+    if not owner:
+        return False
+    schema = _ident(conn, conn.execute("SELECT current_schema()").fetchone()[0])
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        if conn.execute("SELECT relrowsecurity FROM pg_class WHERE oid = to_regclass(%s)", (table,)).fetchone()[0]:
+            return True  # another operator's connection did it meanwhile
+        statements = _OWN_ROWS.format(schema=schema, table=_ident(conn, table), readable=readable).split("\n;;\n")
+        if sequence:
+            statements += _STAMP_SEQ.format(table=_ident(conn, table), sequence=sql.Literal(sequence).as_string(conn),
+                                            lock=sql.Literal(str(lock)).as_string(conn)).split("\n;;\n")
+        for statement in statements:
+            conn.execute(statement)
+    return True
+
+
+def bound_robot(conn: Any, table: str) -> str | None:
+    """This login's role when row-level security binds it on ``table`` (a robot's role: that is its robot_id), else
+    None (the operator, or a shared login that owns the tables)."""
+    row = conn.execute("SELECT row_security_active(%s), current_user", (table,)).fetchone()
+    return str(row[1]) if row[0] else None
 
 
 def apply_trust(conn: Any, embedding_type: str) -> None:

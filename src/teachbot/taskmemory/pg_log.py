@@ -12,6 +12,10 @@ The other way, when the database holds more of a task's log than the files (a ro
 replacement under the same robot id, ``teachbot memory tasks --dsn`` reading another robot's), the missing records
 are appended to the files on open, provided the files hold a beginning of the database's log (else the task is
 left alone, with a warning): a robot resumes its tasks from the fleet's database.
+
+Against a robot whose client was replaced, the server holds this (row-level security, teachbot.memory.pg_trust,
+once the operator's `teachbot memory add-robot` added it): a robot's role reads, writes and deletes only the
+records whose ``robot_id`` is its role; the operator's login reads every robot's.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 import psycopg
 
 from teachbot.errors import MemoryStoreError
+from teachbot.memory.pg_trust import bound_robot, ensure_own_rows
 from teachbot.storage.pg_link import DatabaseAway, DatabaseRefused, PgLink, ensure_tables
 from teachbot.storage.pg_timeouts import PgTimeouts
 from teachbot.taskmemory.log import SUFFIX, LogRecord, TaskLogStore, slug
@@ -43,8 +48,13 @@ CREATE TABLE IF NOT EXISTS teachbot_task_records (
 
 
 def ensure_task_tables(conn: psycopg.Connection) -> None:
-    """The task records' table, created when missing."""
+    """The task records' table, created when missing, with the fleet's row ownership (teachbot.memory.pg_trust: a
+    robot's role reads, writes and deletes only its own records), added by the operator's login; a robot's login on a
+    table still without it is warned about it."""
     ensure_tables(conn, "teachbot_task_records", _DDL)
+    if not ensure_own_rows(conn, "teachbot_task_records", "robot_id = current_user"):
+        log.warning("task memory: the table teachbot_task_records has no row-level security yet, so any robot can change "
+                    "any robot's task logs; the operator adds it by running `teachbot memory add-robot` (README: Fleet memory)")
 
 
 class PgTaskLogStore(TaskLogStore):
@@ -55,7 +65,7 @@ class PgTaskLogStore(TaskLogStore):
         if not robot_id.strip():
             raise ValueError("memory.store.robot_id is empty; name this robot (its task logs are kept under its name)")
         self.robot_id = robot_id
-        self.link = PgLink(dsn, "task memory", ensure_task_tables, retry=self.sync, pending=self.pending, timeouts=timeouts)
+        self.link = PgLink(dsn, "task memory", self._connected, retry=self.sync, pending=self.pending, timeouts=timeouts)
         self.where = self.link.where
         self._copied: dict[str, int] = {}  # task slug -> records known to be in the database
         self._copy_lock = threading.Lock()
@@ -102,6 +112,15 @@ class PgTaskLogStore(TaskLogStore):
         self.link.close()
 
     # ------------------------------------------------------------------ internals
+    def _connected(self, conn: psycopg.Connection) -> None:
+        """Each new connection: the table; a robot's role is this store's robot_id (the server allows no other)."""
+        ensure_task_tables(conn)
+        role = bound_robot(conn, "teachbot_task_records")
+        if role is not None and role != self.robot_id:
+            log.warning("task memory: this robot logs in to the database at %s as the robot %r: that is its robot_id "
+                        "(memory.store.robot_id says %r)", self.where, role, self.robot_id)
+            self.robot_id = role
+
     def _local_counts(self) -> dict[str, int]:
         return {path.name[: -len(SUFFIX)]: len(self._read(path)) for path in self.directory.glob(f"*{SUFFIX}")}
 
