@@ -1,6 +1,7 @@
 """The multi-task benchmark (teachbot.evaluation.multitask): its config, the person's script, the judging,
-the coordinator double's reading of its prompt, and whole cases in the simulated household with and
-without task memory (an interrupted task resumed by a new console after every node restarted)."""
+the stand-ins' reading of their prompts (never the task specifications), and whole cases in the simulated
+household with the paper's worker, the extractor ablation and without task memory (an interrupted task
+resumed by a new console after every node restarted), the logs deleted or corrupted in between, trials."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ from teachbot.evaluation.multitask import (
     named_objects,
     run_case,
     score_answer,
-    summarise,
 )
-from teachbot.evaluation.multitask_doubles import CoordinatorDouble, task_block, which_task
+from teachbot.evaluation.multitask_doubles import CoordinatorDouble, task_block, task_lines, which_task
+from teachbot.evaluation.multitask_reading import Reader, WorkerDouble
+from teachbot.evaluation.multitask_report import format_table, rate, summarise
 from teachbot.language.registry import RobotApi
+from teachbot.taskmemory import TaskMemoryConfig
+from teachbot.world.household_layout import HouseholdLayout
 
 CONFIG = MultitaskConfig.load()
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,16 +93,23 @@ def world():
         yield w
 
 
-@pytest.fixture(scope="module")
-def models():
+def doubles(slip: float = 0.0, seed: int = 0) -> MultitaskModels:
     from teachbot.evaluation.multitask_world import multitask_catalog
 
-    return MultitaskModels(CoordinatorDouble(multitask_catalog()))
+    catalog, config, places = multitask_catalog(), TaskMemoryConfig.load(), HouseholdLayout.load().names()
+    worker = WorkerDouble(Reader.of(catalog, config.categories, places), slip, seed)
+    return MultitaskModels(CoordinatorDouble(catalog, config, places, slip, seed), worker)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return doubles()
 
 
 def test_intervened_task_resumes_where_it_stopped_with_memory(world, models, tmp_path: Path) -> None:
     row = run_case(world, "memory", "intervened", "sort", "tower", CONFIG, models, tmp_path / "store")
     assert row["interrupted"] and row["success"], row["transcript"][-3000:]
+    assert row["worker"]["calls"] > 0 and row["worker"]["failures"] == row["worker"]["fallbacks"] == 0
     assert row["done"] == {"sort": True, "tower": True}
     assert row["task_retention"] == 1.0 and row["environment_retention"] == 1.0, row["probes"]
     assert row["probes"]["environment"]["truth"]  # box 1 held something when asked
@@ -109,12 +120,15 @@ def test_intervened_task_resumes_where_it_stopped_with_memory(world, models, tmp
     assert sum(json.loads(line)["kind"] == "begin" for line in log) == 2  # begun, then resumed
 
 
-def test_without_memory_the_robot_forgets_and_redoes(world, models, tmp_path: Path) -> None:
+def test_without_memory_the_robot_looks_but_forgets_and_redoes(world, models, tmp_path: Path) -> None:
     row = run_case(world, "no-memory", "intervened", "sort", "tower", CONFIG, models, tmp_path / "store")
     assert row["interrupted"]
-    assert row["task_retention"] == 0.0 and row["environment_retention"] == 0.0
+    assert row["task_retention"] == 0.0  # what is left of the sorting: another conversation's, forgotten
+    assert row["environment_retention"] == 1.0  # what is in box 1: it looks, as the memory method may
+    assert "list_objects('box 1')" in row["transcript"] and "list_objects('table')" in row["transcript"]
     assert row["actions"] > row["required_actions"]  # after the break it starts the sorting over
     assert "begin_task" not in row["transcript"] and not (tmp_path / "store" / "tasks").exists()
+    assert row["worker"] is None
 
 
 def test_pointing_in_order_is_judged_from_where_the_arm_pointed(world, models, tmp_path: Path) -> None:
@@ -123,7 +137,7 @@ def test_pointing_in_order_is_judged_from_where_the_arm_pointed(world, models, t
     assert row["pointed"][:2] and set(row["pointed"][:2]) == {"yellow block", "yellow banana"}
     assert set(row["pointed"][2:]) == {"red apple", "red mug"}
     summary = summarise([row])
-    assert summary["memory"]["standalone"]["success"] == 1.0
+    assert summary["memory"]["standalone"]["success"]["mean"] == 1.0
 
 
 def test_cli_runs_writes_and_resumes(tmp_path: Path) -> None:
@@ -131,7 +145,7 @@ def test_cli_runs_writes_and_resumes(tmp_path: Path) -> None:
            "--tasks", "jello", "--out", str(tmp_path)]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=pytest_timeout(300), cwd=ROOT)
     assert first.returncode == 0, first.stderr[-2000:]
-    assert "| memory | standalone | 1 | 1.00 |" in first.stdout
+    assert "| memory | standalone | 1 | 1.00 [0.21, 1.00] |" in first.stdout  # Wilson over one case
     rows = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(rows) == 1 and json.loads(rows[0])["done"] == {"jello": True}
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=pytest_timeout(300), cwd=ROOT)
@@ -141,3 +155,117 @@ def test_cli_runs_writes_and_resumes(tmp_path: Path) -> None:
     bad = subprocess.run(cmd[:-2] + ["--tasks", "juggling", "--out", str(tmp_path)], capture_output=True, text=True,
                          timeout=pytest_timeout(120), cwd=ROOT)
     assert bad.returncode != 0 and "unknown tasks ['juggling']" in bad.stderr
+
+
+# ---------------------------------------------------------------------------------------- the stand-ins read only their prompts
+def reader() -> Reader:
+    from teachbot.evaluation.multitask_world import multitask_catalog
+
+    return Reader.of(multitask_catalog(), TaskMemoryConfig.load().categories, HouseholdLayout.load().names())
+
+
+def test_the_coordinator_double_plans_from_the_prompt_it_reads_not_from_the_config() -> None:
+    double = doubles().interaction
+    assert not hasattr(double, "specs") and not hasattr(double, "config")
+    base = PromptBuilder.for_profile(RobotApi.load("household")).base()
+    assert task_lines(base)["jello"][1] == list(TaskMemoryConfig.load().tasks("household")["jello"].reminders)
+    changed = base.replace("Sort the fruits on the table into box 1 and the kitchenware into box 2.",
+                           "Sort the fruits on the counter into box 2 and the kitchenware into box 1.")
+    spec = double.reader.read("sort", *task_lines(changed)["sort"])
+    assert spec.place == "counter" and [(g.kind, g.target, g.categories) for g in spec.goals] == [
+        ("into", "box 2", ("fruit",)), ("into", "box 1", ("kitchenware",))]
+    plan = double.plan_from_spec(spec, ["fresh apple", "red mug", "baseball", "box 1"], set())
+    assert plan == ["grasp('fresh apple')", "place_object('box 2')", "grasp('red mug')", "place_object('box 1')"]
+
+
+def test_the_worker_double_answers_the_real_prompts_from_their_text_alone(tmp_path: Path) -> None:
+    from teachbot.language.prompts import load_prompt
+    from teachbot.taskmemory import ObjectInfo, TaskMemory, WorkerLLM
+
+    config = TaskMemoryConfig.load()
+    world = {"fresh apple": ObjectInfo("apple", "red", "table"), "red mug": ObjectInfo("cup", "red", "table"),
+             "baseball": ObjectInfo("ball", "white", "table"), "box 1": ObjectInfo("bin", "gray", "table"),
+             "box 2": ObjectInfo("bin", "gray", "table"), "pear": ObjectInfo("pear", "green", "counter")}
+    model = WorkerDouble(reader())
+    worker = WorkerLLM(model, load_prompt("task_memory_worker.txt"), config, fallback=False)
+    memory = TaskMemory(tmp_path / "tasks", config, "household", lambda: dict(world), worker)
+    begun = memory.begin("sort", "please sort")
+    assert memory.run("sort").relevant == ("fresh apple", "red mug")  # Prompt 4: the baseball and the boxes left out
+    assert begun.remaining == ("put the fresh apple into box 1", "put the red mug into box 2") and begun.source == "worker"
+    world["fresh apple"] = ObjectInfo("apple", "red", "robot")
+    memory.log_action("grasp", ("fresh apple",), {}, "'success'", True)
+    world["fresh apple"] = ObjectInfo("apple", "red", "box 1")
+    memory.log_action("place_object", ("box 1",), {}, "'success'", True)
+    state = memory.working("sort")  # Prompt 5: the last log entry says where things are
+    assert state.done == ("put the fresh apple into box 1",) and state.remaining == ("put the red mug into box 2",)
+    world["red mug"] = ObjectInfo("cup", "red", "box 2")  # moved, but never logged: the worker cannot know
+    assert memory.working("sort").remaining == ("put the red mug into box 2",)
+    assert worker.stats.failures == 0 and worker.stats.calls == 4
+
+
+def test_imperfection_is_seeded_the_same_for_every_reading_and_varies_across_seeds() -> None:
+    spec = reader().read("sort", "Sort the fruits on the table into box 1 and the kitchenware into box 2.")
+    names = ["fresh apple", "red cup", "orange", "ripe banana", "knife", "spoon", "box 1", "box 2"]
+    exact = reader().relevant(spec, names)
+    assert exact == ["fresh apple", "orange", "ripe banana", "red cup", "knife", "spoon"]
+    picks = [tuple(reader().relevant(spec, names, seed, 0.3)) for seed in range(12)]
+    assert picks[3] == tuple(reader().relevant(spec, names, 3, 0.3))  # the same seed: the same decisions
+    assert len(set(picks)) > 3 and any(set(p) != set(exact) for p in picks)
+
+
+def test_rates_have_wilson_intervals_over_cases_and_t_intervals_over_trials() -> None:
+    one = [{"success": s, "trial": 0} for s in (1, 1, 1, 0)]
+    assert rate(one, "success") == {"mean": 0.75, "ci95": [0.301, 0.954], "over": "cases"}
+    three = [{"success": s, "trial": t} for t, group in enumerate(((1, 1), (1, 0), (0, 0))) for s in group]
+    got = rate(three, "success")
+    assert got["mean"] == 0.5 and got["over"] == "trials" and got["ci95"][0] == 0.0 and got["ci95"][1] == 1.0
+    assert rate([{"success": None}], "success") is None
+    row = {"method": "memory", "mode": "standalone", "first": "jello", "second": "", "success": True, "trial": 0,
+           "task_retention": 1.0, "environment_retention": 0.0, "actions": 6, "required_actions": 6,
+           "worker": {"calls": 4, "failures": 1, "fallbacks": 0, "problems": ["x"]}}
+    table = format_table(summarise([row]), by_task=True)
+    assert "| memory | standalone | jello | 1 | 1.00 [0.21, 1.00] | 1.00 [0.21, 1.00] | 0.00 [0.00, 0.79] | 1.00 | 1 / 0 |" in table
+
+
+# ---------------------------------------------------------------------------------------- success depends on the logs
+def _sort_log(store: Path) -> Path:
+    return store / "tasks" / "sort.jsonl"
+
+
+def delete_logs(store: Path, _k: int) -> None:
+    import shutil
+
+    shutil.rmtree(store / "tasks")
+
+
+def forget_objects(store: Path, _k: int) -> None:
+    """Corrupt the sorting's log: its begin records lose the objects the task is about."""
+    lines = [json.loads(line) for line in _sort_log(store).read_text().splitlines()]
+    for line in lines:
+        if line["kind"] == "begin":
+            line["relevant"] = []
+    _sort_log(store).write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_the_memory_score_drops_when_the_logs_are_deleted_or_corrupted(world, models, tmp_path: Path) -> None:
+    intact = run_case(world, "memory", "intervened", "sort", "tower", CONFIG, models, tmp_path / "intact")
+    assert intact["success"] and intact["task_retention"] == 1.0 and intact["actions"] == intact["required_actions"]
+    deleted = run_case(world, "memory", "intervened", "sort", "tower", CONFIG, models, tmp_path / "deleted", between=delete_logs)
+    assert deleted["task_retention"] == 0.0, deleted["probes"]  # "what is left" now lists what was done too
+    assert deleted["actions"] > deleted["required_actions"]  # the fruits already in box 1 are sorted again
+    corrupted = run_case(world, "memory", "intervened", "sort", "tower", CONFIG, models, tmp_path / "corrupt",
+                         between=forget_objects)
+    assert not corrupted["success"] and corrupted["done"]["sort"] is False  # the kitchenware is never sorted
+    assert corrupted["task_retention"] == 0.0
+
+
+def test_cli_trials_give_intervals_over_the_trials(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "teachbot.cli", "eval", "multitask", "--methods", "memory", "--modes", "standalone",
+           "--tasks", "jello", "--trials", "2", "--slip", "0.3", "--seed", "4", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=pytest_timeout(300), cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in rows] == [0, 1] and rows[0]["seed"] != rows[1]["seed"]
+    summary = json.loads((tmp_path / "summary.json").read_text())["memory"]["standalone"]
+    assert summary["trials"] == 2 and summary["success"]["over"] == "trials"
+    assert "## Per task" in (tmp_path / "report.md").read_text()

@@ -20,9 +20,16 @@ probe's answer naming exactly the objects of the steps still open; environment r
 probe's answer naming exactly the objects where it asks (in box 1; given to the person; pointed at; in the
 tower). An answer naming no object counts only when it says there is nothing.
 
-Methods: ``memory`` (the deterministic extractor makes working memories: the ablation's oracle),
-``memory-worker`` (the worker LLM; needs --models config) and ``no-memory`` (no task-memory functions;
-the task specifications stay in the prompt). Results: results.jsonl (resumable), summary.json, report.md.
+Methods (teachbot.evaluation.multitask_agent): ``memory`` (the paper's worker: object selection, Prompt 4,
+and state extraction from the logs, Prompt 5; its calls, failures and fallbacks are counted per case, and
+it falls back to nothing unless ``fallback`` names the extractor), ``memory-extractor`` (the labelled
+ablation: the deterministic extractor, the judge's own definition of done, makes working memories) and
+``no-memory`` (no task-memory functions; the task list stays in the prompt).
+
+Trials: ``trials`` repeats every case with another seed (the stand-ins' seeded imperfection; a model's
+sampling); the summary gives each rate with a 95 % interval: Wilson over the cases for one trial, a
+t-interval over the per-trial rates for several (teachbot.evaluation.metrics). Results: results.jsonl
+(resumable), summary.json, report.md.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from typing import Any
 from teachbot.config import load_yaml, require
 from teachbot.errors import ConfigError
 from teachbot.evaluation.multitask_agent import Agent
-from teachbot.evaluation.report import _cell as cell
+from teachbot.evaluation.sweep import scene_seed
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.paths import config_path
 from teachbot.taskmemory import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
@@ -48,7 +55,8 @@ from teachbot.taskmemory.environment import color_of
 from teachbot.tracing import evaluation_run
 
 MODES = ("standalone", "consecutive", "intervened")
-METHODS = ("memory", "memory-worker", "no-memory")
+METHODS = ("memory", "memory-extractor", "no-memory")
+RATES = ("success", "task_retention", "environment_retention")
 RESULTS = "results.jsonl"
 INTERRUPT = "the person is talking to you: stop and call wait_for_trigger() to hear them"
 SWITCH = "switch"  # the key of the line that switches to the second task
@@ -274,14 +282,32 @@ def required_actions(spec: TaskSpec, relevant: Sequence[str], env: Mapping[str, 
 # ---------------------------------------------------------------------------------------- running
 @dataclass(frozen=True)
 class MultitaskModels:
+    """The coordinator (``interaction``) and the worker of a run; ``fallback``: let the extractor answer when
+    the worker fails (a named deviation from the paper, off by default; counted either way)."""
+
     interaction: Any
     worker: Any = None
     label: str = "doubles"
+    fallback: bool = False
+
+    def for_case(self, seed: int) -> MultitaskModels:
+        """The models of one case: stand-ins reseeded (their imperfection drawn anew), real models as they are."""
+        def reseed(model: Any) -> Any:
+            return model.reseeded(seed) if hasattr(model, "reseeded") else model
+
+        return MultitaskModels(reseed(self.interaction), reseed(self.worker), self.label, self.fallback)
+
+
+def case_seed(seed: int, mode: str, first: str, second: str, trial: int) -> int:
+    """The seed of one case of one trial: the same for every method, so methods meet the same draws."""
+    return scene_seed(seed, mode, f"{first}+{second}", 0, trial)
 
 
 def run_case(world: Any, method: str, mode: str, first: str, second: str, config: MultitaskConfig,
-             models: MultitaskModels, store: Path, memory_config: TaskMemoryConfig | None = None) -> dict[str, Any]:
-    """One case; its results line."""
+             models: MultitaskModels, store: Path, memory_config: TaskMemoryConfig | None = None,
+             between: Callable[[Path, int], None] | None = None) -> dict[str, Any]:
+    """One case; its results line. ``between(store, k)`` runs after conversation ``k`` (from 0) when another
+    follows: an experiment on the declarative memory (deleting or corrupting the logs)."""
 
     started = time.monotonic()
     memory_config = memory_config or TaskMemoryConfig.load()
@@ -304,7 +330,9 @@ def run_case(world: Any, method: str, mode: str, first: str, second: str, config
     agent = Agent(method, models, store, world, recorder, person, judge.environment, memory_config, config.max_rounds)
     stops: list[str] = []
     transcripts: list[str] = []
-    for lines in plan:
+    for k, lines in enumerate(plan):
+        if k and between is not None:
+            between(store, k - 1)
         person.lines = list(lines)
         stops += agent.conversation(transcripts)  # a new console (and task memory) per conversation
     pointed = recorder.pointed
@@ -321,6 +349,7 @@ def run_case(world: Any, method: str, mode: str, first: str, second: str, config
             "environment_retention": retention.get("environment", {}).get("score"), "probes": retention,
             "interrupted": recorder.interrupted, "actions": recorder.actions, "required_actions": sum(need.values()),
             "pointed": pointed, "stops": stops, "heard": person.heard, "models": models.label,
+            "worker": agent.worker.stats.to_json() if agent.worker is not None else None,
             "tokens": agent.tokens, "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts)}
 
 
@@ -333,99 +362,34 @@ def read_results(out: Path) -> list[dict[str, Any]]:
 
 def run_multitask(out: Path, models: MultitaskModels, *, methods: Sequence[str] = ("memory", "no-memory"),
                   modes: Sequence[str] = MODES, tasks: Sequence[str] = (), config: MultitaskConfig | None = None,
-                  progress: Callable[[str], None] = lambda _line: None) -> Path:
-    """Run (or resume) every case of ``methods`` x ``modes``; returns results.jsonl."""
+                  trials: int = 1, seed: int = 0, progress: Callable[[str], None] = lambda _line: None) -> Path:
+    """Run (or resume) every case of ``methods`` x ``modes`` ``trials`` times; returns results.jsonl."""
     from teachbot.evaluation.multitask_world import MultitaskWorld  # deferred: pybullet
 
     unknown = [m for m in methods if m not in METHODS] + [m for m in modes if m not in MODES]
     if unknown:
         raise ConfigError(f"unknown methods or modes {unknown}; methods: {', '.join(METHODS)}; modes: {', '.join(MODES)}")
-    if "memory-worker" in methods and models.worker is None:
-        raise ConfigError("memory-worker needs a worker model: run with --models config (the task_memory_worker role)")
+    if "memory" in methods and models.worker is None:
+        raise ConfigError("memory needs a worker model: the doubles' worker, or --models config (the task_memory_worker role)")
+    if trials < 1:
+        raise ConfigError(f"trials must be 1 or more, got {trials}")
     config = config or MultitaskConfig.load()
     out.mkdir(parents=True, exist_ok=True)
-    seen = {(r["method"], r["mode"], r["first"], r["second"]) for r in read_results(out)}
+    seen = {(r["method"], r["mode"], r["first"], r["second"], int(r.get("trial", 0))) for r in read_results(out)}
     results = out / RESULTS
     with MultitaskWorld() as world:
-        for method in methods:
-            for mode, first, second in config.cases(modes, tasks):
-                if (method, mode, first, second) in seen:
-                    continue
-                with evaluation_run("multitask", method=method, mode=mode, task=first, second=second) as trace_id:
-                    row = {**run_case(world, method, mode, first, second, config, models, out / "stores" / method),
-                           "trace_id": trace_id}
-                with results.open("a") as handle:
-                    handle.write(json.dumps(row) + "\n")
-                progress(f"{method} {mode} {first}{'+' + second if second else ''}: "
-                         f"{'success' if row['success'] else 'failed'}")
+        for trial in range(trials):
+            for method in methods:
+                for mode, first, second in config.cases(modes, tasks):
+                    if (method, mode, first, second, trial) in seen:
+                        continue
+                    drawn = case_seed(seed, mode, first, second, trial)
+                    store = out / "stores" / (method if trial == 0 else f"trial-{trial}/{method}")
+                    with evaluation_run("multitask", method=method, mode=mode, task=first, second=second) as trace_id:
+                        row = {**run_case(world, method, mode, first, second, config, models.for_case(drawn), store),
+                               "trial": trial, "seed": drawn, "trace_id": trace_id}
+                    with results.open("a") as handle:
+                        handle.write(json.dumps(row) + "\n")
+                    progress(f"{method} {mode} {first}{'+' + second if second else ''} (trial {trial}): "
+                             f"{'success' if row['success'] else 'failed'}")
     return results
-
-
-def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per method and mode: cases, success rate, task and environment retention, actions per required action."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault((row["method"], row["mode"]), []).append(row)
-    out: dict[str, Any] = {}
-    for (method, mode), group in sorted(groups.items()):
-        def mean(key: str, rows: list[Mapping[str, Any]] = group) -> float | None:
-            values = [float(r[key]) for r in rows if r.get(key) is not None]
-            return round(sum(values) / len(values), 3) if values else None
-
-        required = sum(r["required_actions"] for r in group)
-        out.setdefault(method, {})[mode] = {
-            "cases": len(group), "success": mean("success"), "task_retention": mean("task_retention"),
-            "environment_retention": mean("environment_retention"),
-            "actions_per_required": round(sum(r["actions"] for r in group) / required, 3) if required else None,
-        }
-    return out
-
-
-def format_table(summary: Mapping[str, Any]) -> str:
-    lines = ["| method | mode | cases | success | task retention | environment retention | actions / required |",
-             "|---|---|---|---|---|---|---|"]
-    for method, modes in summary.items():
-        for mode, s in modes.items():
-            cells = [cell(s[k], 2) for k in ("success", "task_retention", "environment_retention", "actions_per_required")]
-            lines.append(f"| {method} | {mode} | {s['cases']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def write_summary(out: Path) -> tuple[Path, str]:
-    """summary.json and report.md from results.jsonl; returns the report's path and the table."""
-    rows = read_results(out)
-    summary = summarise(rows)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    table = format_table(summary)
-    failed = [f"- {r['method']} {r['mode']} {r['first']}{'+' + r['second'] if r['second'] else ''}: "
-              f"done {r['done']}, stops {r['stops']}" for r in rows if not r["success"]]
-    plot = plot_summary(summary, out / "multitask.png") if summary else None
-    report = out / "report.md"
-    report.write_text("# Multi-task benchmark (task memory)\n\nModels: " + ", ".join(sorted({r['models'] for r in rows}))
-                      + "\n\n" + table + (f"\n\n![success and retention]({plot.name})" if plot else "")
-                      + "\n\n## Failed cases\n\n" + ("\n".join(failed) or "(none)") + "\n")
-    return report, table
-
-
-def plot_summary(summary: Mapping[str, Any], path: Path) -> Path:
-    """Bars of success, task retention and environment retention per mode, one group of bars per method."""
-    import matplotlib  # deferred: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: matplotlib
-
-    metrics = (("success", "success rate"), ("task_retention", "task retention"), ("environment_retention", "environment retention"))
-    modes = [m for m in MODES if any(m in by_mode for by_mode in summary.values())]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(11, 3.2), sharey=True)
-    width = 0.8 / max(len(summary), 1)
-    for ax, (key, title) in zip(axes, metrics, strict=True):
-        for i, (method, by_mode) in enumerate(summary.items()):
-            values = [(by_mode.get(m) or {}).get(key) for m in modes]
-            ax.bar([x + i * width for x in range(len(modes))], [v if v is not None else 0.0 for v in values], width, label=method)
-        ax.set_xticks([x + width * (len(summary) - 1) / 2 for x in range(len(modes))], modes)
-        ax.set(title=title, ylim=(0, 1.05))
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

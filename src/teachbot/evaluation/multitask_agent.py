@@ -1,5 +1,10 @@
 """The robot of the multi-task benchmark: a console per conversation over the in-process household skills,
-with the task memory (its store on disk, read anew by every conversation's console) or without it."""
+with the task memory (its store on disk, read anew by every conversation's console) or without it.
+
+Methods: ``memory`` (the paper's worker LLM selects each task's objects and extracts its state from the
+logs; one worker per case, so its calls, failures and fallbacks are the case's), ``memory-extractor`` (the
+ablation: the deterministic extractor, the judge's own definition of done, makes working memories) and
+``no-memory`` (no task-memory functions; the task list stays in the prompt)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from teachbot.interaction.core import ENDED
 from teachbot.language.prompts import load_prompt
 from teachbot.language.registry import RobotApi
 from teachbot.taskmemory import MEMORY_FUNCTIONS, ConsoleTaskMemory, ObjectInfo, TaskMemory, TaskMemoryConfig, WorkerLLM
+from teachbot.taskmemory.working import STATE_PROMPT
 
 MAX_STOPS = 3  # consoles that give up by themselves within one conversation before the person leaves
 
@@ -28,6 +34,8 @@ class Agent:
         self.recorder, self.person, self.environment = recorder, person, environment
         self.memory_config, self.max_rounds = memory_config, max_rounds
         self.tokens = 0
+        self.worker = (WorkerLLM(models.worker, load_prompt(STATE_PROMPT), memory_config, fallback=models.fallback)
+                       if method == "memory" else None)
 
     def api(self) -> RobotApi:
         api = RobotApi.load("household")
@@ -42,11 +50,7 @@ class Agent:
         functions = robot.functions()
         if self.method == "no-memory":
             return functions
-        worker = None
-        if self.method == "memory-worker":
-
-            worker = WorkerLLM(self.models.worker, load_prompt("task_memory_worker.txt"), self.memory_config)
-        memory = TaskMemory(self.store / "tasks", self.memory_config, "household", self.environment, worker)
+        memory = TaskMemory(self.store / "tasks", self.memory_config, "household", self.environment, self.worker)
         return ConsoleTaskMemory(memory).wrap(functions)
 
     def conversation(self, transcripts: list[str]) -> list[str]:

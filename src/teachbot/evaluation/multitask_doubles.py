@@ -1,20 +1,22 @@
 """The coordinator double of the multi-task benchmark: proves the mechanics offline, not any model.
 
 ``CoordinatorDouble`` reads everything it acts on from its prompt, as an interaction LLM would: the tasks
-of the base prompt's task block, whether the robot API offers the task memory (``begin_task``), the
-person's newest words and the console's outputs of the current conversation. Its common sense (which
-object types are fruits, what colour a banana is) is the task-memory config's categories and the household
-catalog, what any chat model knows.
+of the base prompt's task block (each task's description and reminders, read by the common sense of
+teachbot.evaluation.multitask_reading -- never the task memory's specifications), whether the robot API
+offers the task memory (``begin_task``), the person's newest words and the console's outputs of the
+current conversation.
 
 - With memory it calls ``begin_task(task)`` on a request and does the ``remaining`` steps of the working
-  memory the console printed; asked about earlier work, it calls ``retrieve_working_memory(task)`` and
-  answers from it.
-- Without memory it lists the objects at the task's place (``list_objects(place)``) and plans every step
-  of the task's goals for them, skipping only what this conversation's transcript shows it did; asked
-  about earlier work, it answers from this conversation's transcript or says it does not remember.
+  memory the console printed; asked what is left, what it pointed at or what is in the tower, it calls
+  ``retrieve_working_memory(task)`` and answers from it.
+- Without memory it looks at the task's place (``list_objects(place)``), picks the task's objects by their
+  names and plans every step of the task's goals for them, skipping only what this conversation's
+  transcript shows it did; asked about earlier work, it answers from this conversation's transcript or says
+  it does not remember.
+- Either way, asked what is in a container or what the person holds, it looks (``list_objects(there)``).
 
-So without memory it redoes steps after a break and forgets what happened in another conversation; it is
-never made to fail on purpose.
+Its imperfection is the seeded ``slip`` of teachbot.evaluation.multitask_reading (a step forgotten, an
+object judged wrongly relevant), the same for every method; it is never made to fail on purpose.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from teachbot.evaluation.doubles import WAIT, current_transcript, literal_call
+from teachbot.evaluation.multitask_reading import Reader, draw, steps_of
 from teachbot.language.transcript import Transcript, person_outputs, utterance_text
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.taskmemory.specs import ObjectInfo, TaskMemoryConfig, TaskSpec
+from teachbot.taskmemory.specs import TaskMemoryConfig, TaskSpec
 
 DONT_KNOW = "I do not remember that."
 NOTHING = "Nothing."
-_STEP = re.compile(r"^(put|give|point at|stack) the (.+?)(?: into (.+)| to the person| on the tower)?$")
 _TASK_LINE = re.compile(r"^- ([a-z0-9_]+): (.+)$")
 _STOP = {"the", "a", "an", "and", "of", "to", "on", "in", "into", "at", "now", "please", "first", "then", "every", "all",
          "is", "what", "for", "you", "me", "it", "that", "this", "so", "far", "do", "left", "which", "have", "are"}
@@ -51,8 +53,13 @@ def words(text: str) -> set[str]:
 
 def task_block(prompt: str) -> dict[str, str]:
     """name -> description of the base prompt's task list."""
-    out: dict[str, str] = {}
-    inside = False
+    return {name: description for name, (description, _) in task_lines(prompt).items()}
+
+
+def task_lines(prompt: str) -> dict[str, tuple[str, list[str]]]:
+    """name -> (description, reminders) of the base prompt's task list (a reminder: an indented '- ' line)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    inside, last = False, ""
     for line in prompt.splitlines():
         if line.startswith("Tasks you know"):
             inside = True
@@ -60,8 +67,11 @@ def task_block(prompt: str) -> dict[str, str]:
         if inside:
             match = _TASK_LINE.match(line)
             if match:
-                out[match.group(1)] = match.group(2)
-            elif (not line.startswith("    ") or not line.strip()) and out:
+                last = match.group(1)
+                out[last] = (match.group(2), [])
+            elif line.startswith("    - ") and last:
+                out[last][1].append(line.strip().removeprefix("- "))
+            elif out:
                 break
     return out
 
@@ -81,20 +91,33 @@ def literal(text: str) -> Any:
 
 
 class CoordinatorDouble(ScriptedModel):
-    """The interaction model of the multi-task benchmark's offline runs (see the module's docstring)."""
+    """The interaction model of the multi-task benchmark's offline runs (see the module's docstring).
+    ``catalog`` and ``config``'s categories are its common sense, ``places`` the house's place names;
+    ``slip`` and ``seed`` its imperfection."""
 
-    def __init__(self, catalog: Any, config: TaskMemoryConfig | None = None, profile: str = "household") -> None:
+    def __init__(self, catalog: Any, config: TaskMemoryConfig | None = None, places: Sequence[str] = (),
+                 slip: float = 0.0, seed: int = 0) -> None:
         super().__init__(respond=self.answer, name="coordinator-double")
-        self.config = config or TaskMemoryConfig.load()
-        self.specs: Mapping[str, TaskSpec] = self.config.tasks(profile)
-        self.colors = set(catalog.colors)
-        self.type_colors = {t: spec.color for t, spec in catalog.types.items()}
-        self.types = sorted(self.type_colors, key=len, reverse=True)
+        config = config or TaskMemoryConfig.load()
+        if not places:
+            from teachbot.world.household_layout import HouseholdLayout  # deferred: the layout's file
+
+            places = HouseholdLayout.load().names()
+        self.reader = Reader.of(catalog, config.categories, places)
+        self.slip, self.seed = slip, seed
+
+    def reseeded(self, seed: int) -> CoordinatorDouble:
+        """The same double with another seed (one case of one trial)."""
+        other = CoordinatorDouble.__new__(CoordinatorDouble)
+        ScriptedModel.__init__(other, respond=other.answer, name="coordinator-double")
+        other.reader, other.slip, other.seed = self.reader, self.slip, seed
+        return other
 
     # ------------------------------------------------------------------ reading the prompt
     def answer(self, prompt: str) -> str:
         transcript = current_transcript(prompt)
-        tasks = task_block(prompt) or {n: s.description for n, s in self.specs.items()}
+        lines = task_lines(prompt)
+        tasks = {n: d for n, (d, _) in lines.items()}
         memory = "def begin_task(" in prompt
         said = [(i, utterance_text(transcript.entries[i].text)) for i in sorted(person_outputs(transcript.entries))]
         if not said:
@@ -104,76 +127,68 @@ class CoordinatorDouble(ScriptedModel):
         if after and after[-1].kind == "output" and "wait_for_trigger()" in after[-1].text and "Error" in after[-1].text:
             return WAIT  # the person interrupts: hear them
         if words_.rstrip().endswith("?"):
-            return self.probe(words_, after, tasks, memory, transcript)
+            return self.probe(words_, after, lines, memory, transcript)
         task = which_task(words_, tasks)
-        if not task or task not in self.specs:
+        if not task:
             return f"say({'I do not know that task.'!r})" if not _typed(after, "say(") else WAIT
-        return self.act(task, after, memory, transcript)
+        return self.act(self.reader.read(task, *lines[task]), after, memory, transcript)
 
     # ------------------------------------------------------------------ acting
-    def act(self, task: str, after: Sequence[Any], memory: bool, transcript: Transcript) -> str:
-        spec = self.specs[task]
+    def act(self, spec: TaskSpec, after: Sequence[Any], memory: bool, transcript: Transcript) -> str:
         if memory:
-            anchor = f"begin_task({task!r})"
+            anchor = f"begin_task({spec.name!r})"
             if not _typed(after, anchor):
                 return anchor
             state = _output_of(after, anchor)
-            plan = self.plan_from_memory(state if isinstance(state, dict) else {})
+            plan = self.plan_from_memory(spec.name, state if isinstance(state, dict) else {})
         else:
             anchor = f"list_objects({spec.place!r})"
             if not _typed(after, anchor):
                 return anchor
             names = _output_of(after, anchor)
-            env = {n: self.guess(n, spec.place) for n in (names if isinstance(names, list) else [])}
+            names = self.reader.relevant(spec, names if isinstance(names, list) else [], self.seed, self.slip)
             before = Transcript(list(transcript.entries[: len(transcript.entries) - len(after)]))
-            plan = self.plan_from_spec(spec, env, self.handled(before))  # what it did before this request is skipped
+            plan = self.plan_from_spec(spec, names, self.handled(before))  # what it did before this request is skipped
         held = re.search(r"already holds '([^']+)'", after[-1].text) if after and after[-1].kind == "output" else None
         if held:  # something from before is still in the hand: put it back where it was seen, then go on
-            return f"place_object({self.seen_at(held.group(1), transcript)!r})"
+            return f"place_object({self.seen_at(held.group(1), transcript, spec.place)!r})"
         return _next_step(plan, after, anchor)
 
-    def seen_at(self, name: str, transcript: Transcript) -> str:
-        """Where the transcript last showed ``name`` standing: a working memory's objects, or a listing by place."""
+    def seen_at(self, name: str, transcript: Transcript, otherwise: str) -> str:
+        """Where the transcript last showed ``name`` standing: a working memory's objects, or a listing by
+        place; ``otherwise`` when it never did."""
         entries = transcript.entries
         for i in range(len(entries) - 1, 0, -1):
             if entries[i].kind != "output" or entries[i - 1].kind != "code":
                 continue
             value = literal(entries[i].text)
             where = value.get("task_relevant_objects", {}) if isinstance(value, dict) else {}
-            if isinstance(where, dict) and where.get(name) not in (None, "robot", "person"):
+            if isinstance(where, dict) and where.get(name) not in (None, "", "robot", "person"):
                 return str(where[name])
             listed = _call(entries[i - 1].text)
             if isinstance(value, list) and name in value and listed and listed[0] == "list_objects" and listed[1]:
                 return str(listed[1][0])
-        return next(iter(self.specs.values())).place or "table"
+        return otherwise
 
-    def guess(self, name: str, place: str) -> ObjectInfo:
-        """An object's type and colour from its name, as common sense reads it ('red cup': a red cup)."""
-        lowered = name.lower()
-        type_ = next((t for t in self.types if lowered.endswith(t.replace("_", " "))), lowered.split()[-1])
-        color = next((w for w in lowered.split() if w in self.colors), self.type_colors.get(type_, ""))
-        return ObjectInfo(type_, color, place)
-
-    def plan_from_spec(self, spec: TaskSpec, env: Mapping[str, ObjectInfo], handled: set[str]) -> list[str]:
-        category_of = self.config.category_of
+    def plan_from_spec(self, spec: TaskSpec, names: Sequence[str], handled: set[str]) -> list[str]:
+        category_of = self.reader.category_of
         steps: list[tuple[str, str, str]] = []
         for goal in spec.goals:
-            for name, info in env.items():
-                if goal.selects(info, category_of) and name not in handled:
+            for name in names:
+                if goal.selects(self.reader.guess(name), category_of) and name not in handled:
                     steps.append((goal.kind, name, goal.target))
-        return self.statements(steps, base=None)
+        return self.statements(self.kept(spec.name, steps), base=None)
 
-    def plan_from_memory(self, state: Mapping[str, Any]) -> list[str]:
-        steps = []
-        for text in state.get("remaining", []):
-            match = _STEP.match(str(text))
-            if match:
-                verb, name, target = match.group(1), match.group(2), match.group(3) or ""
-                steps.append(({"put": "into", "give": "give", "point at": "point", "stack": "stack"}[verb], name, target))
+    def plan_from_memory(self, task: str, state: Mapping[str, Any]) -> list[str]:
+        steps = steps_of(state, "remaining")
         where = state.get("task_relevant_objects", {})
-        stacked = [(_STEP.match(str(t)) or [None, None, ""])[2] for t in state.get("done", []) if str(t).startswith("stack ")]
+        stacked = [name for kind, name, _ in steps_of(state, "done") if kind == "stack"]
         top = next((n for n in stacked if not any(where.get(o) == n for o in stacked)), None) if stacked else None
-        return self.statements(steps, base=top)
+        return self.statements(self.kept(task, steps), base=top)
+
+    def kept(self, task: str, steps: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The steps it does not forget (each forgotten with chance ``slip``)."""
+        return [s for s in steps if not self.slip or draw(self.seed, f"skip/{task}/{s[1]}") >= self.slip]
 
     def statements(self, steps: Sequence[tuple[str, str, str]], base: str | None) -> list[str]:
         out: list[str] = []
@@ -216,10 +231,23 @@ class CoordinatorDouble(ScriptedModel):
         return out
 
     # ------------------------------------------------------------------ questions about earlier work
-    def probe(self, question: str, after: Sequence[Any], tasks: Mapping[str, str], memory: bool, transcript: Transcript) -> str:
+    def probe(self, question: str, after: Sequence[Any], lines: Mapping[str, tuple[str, list[str]]], memory: bool,
+              transcript: Transcript) -> str:
         if _typed(after, "say("):
             return WAIT
-        task = which_task(question, tasks)
+        task = which_task(question, {n: d for n, (d, _) in lines.items()})
+        q = question.lower()
+        there = _asked_place(q)
+        if there and "left" not in q and "tower" not in q and "pointed" not in q:  # it can look: both methods do
+            look = f"list_objects({there!r})"
+            if not _typed(after, look):
+                return look
+            seen = _output_of(after, look)
+            names = [str(n) for n in seen] if isinstance(seen, list) else []
+            if there == "person" and task:  # what the person holds for this task: its objects, by name
+                spec = self.reader.read(task, *lines[task])
+                names = self.reader.relevant(spec, names)
+            return f"say({(', '.join(names) + '.' if names else NOTHING)!r})"
         if memory and task:
             ask = f"retrieve_working_memory({task!r})"
             if not _typed(after, ask):
@@ -227,7 +255,8 @@ class CoordinatorDouble(ScriptedModel):
             state = _output_of(after, ask)
             answer = self.answer_from_memory(question, state if isinstance(state, dict) else {})
         else:
-            answer = self.answer_from_transcript(question, transcript, task)
+            spec = self.reader.read(task, *lines[task]) if task else None
+            answer = self.answer_from_transcript(question, transcript, spec)
         return f"say({answer!r})"
 
     def answer_from_memory(self, question: str, state: Mapping[str, Any]) -> str:
@@ -235,19 +264,14 @@ class CoordinatorDouble(ScriptedModel):
         if "left" in q:
             remaining = [str(s) for s in state.get("remaining", [])]
             return "Still to do: " + "; ".join(remaining) + "." if remaining else NOTHING
-        where = {str(k): str(v) for k, v in state.get("task_relevant_objects", {}).items()}
-        if "tower" in q or "pointed" in q:
-            verb = "stack " if "tower" in q else "point at "
-            names = [(_STEP.match(str(t)) or [None, None, ""])[2] for t in state.get("done", []) if str(t).startswith(verb)]
-        else:
-            place = _asked_place(q)
-            names = [n for n, at in where.items() if at == place]
+        kind = "stack" if "tower" in q else "point"
+        names = [name for k, name, _ in steps_of(state, "done") if k == kind]
         return ", ".join(names) + "." if names else NOTHING
 
-    def answer_from_transcript(self, question: str, transcript: Transcript, task: str = "") -> str:
+    def answer_from_transcript(self, question: str, transcript: Transcript, spec: TaskSpec | None = None) -> str:
         q = question.lower()
         if "left" in q:
-            return self.left_from_transcript(task, transcript)
+            return self.left_from_transcript(spec, transcript)
         placed: dict[str, str] = {}
         pointed: list[str] = []
         holding = ""
@@ -269,25 +293,19 @@ class CoordinatorDouble(ScriptedModel):
             return ", ".join(dict.fromkeys(pointed)) + "." if pointed else DONT_KNOW
         if not placed:
             return DONT_KNOW
-        if "tower" in q:  # what was put on a cube, and the cubes it was put on
-            names = list(dict.fromkeys(x for n, at in placed.items() if "cube" in at for x in (at, n)))
-        else:
-            place = _asked_place(q)
-            names = [n for n, at in placed.items() if at == place]
+        # the tower: what was put on a cube, and the cubes it was put on
+        names = list(dict.fromkeys(x for n, at in placed.items() if "cube" in at for x in (at, n)))
         return ", ".join(names) + "." if names else DONT_KNOW
 
-
-    def left_from_transcript(self, task: str, transcript: Transcript) -> str:
-        """What is left of ``task`` as this conversation shows it: the steps planned from the objects it listed
-        at the task's place, less those it handled ('' task, or no listing: it does not remember)."""
-        spec = self.specs.get(task)
+    def left_from_transcript(self, spec: TaskSpec | None, transcript: Transcript) -> str:
+        """What is left of the task as this conversation shows it: the steps planned from the objects it listed
+        at the task's place, less those it handled (no task, or no listing: it does not remember)."""
         listing = f"list_objects({spec.place!r})" if spec else ""
         names = _output_of(transcript.entries, listing) if spec else None
         if spec is None or not isinstance(names, list):
             return DONT_KNOW
-        env = {n: self.guess(n, spec.place) for n in names}
         handled = self.handled(transcript)
-        left = [n for n in env if n not in handled and any(g.selects(env[n], self.config.category_of) for g in spec.goals)]
+        left = [n for n in self.reader.relevant(spec, names, self.seed, self.slip) if n not in handled]
         stacking = any(g.kind == "stack" for g in spec.goals)
         if stacking and len(left) == 1 and handled:  # the tower's base stays where it is: it needs no step
             left = []
@@ -295,9 +313,10 @@ class CoordinatorDouble(ScriptedModel):
 
 
 def _asked_place(question: str) -> str:
+    """The place or container a question asks about ('What is in box 1?': box 1; 'given me': the person)."""
     if "given me" in question or "handed me" in question:
         return "person"
-    match = re.search(r"(?:in|on) (?:the )?([a-z0-9 ]+?)\??$", question.strip())
+    match = re.search(r"\b(?:is|are) (?:in|on) (?:the )?([a-z0-9 ]+?)\??$", question.strip())
     return match.group(1) if match else ""
 
 
