@@ -97,9 +97,9 @@ def test_catalog_properties_and_default_states(catalog: Catalog) -> None:
 
 def test_unknown_type_lists_the_known_ones(catalog: Catalog) -> None:
     with pytest.raises(SceneSpecError) as exc_info:
-        catalog.type("spoon")
+        catalog.type("spatula")
     message = str(exc_info.value)
-    assert "unknown object type 'spoon'" in message
+    assert "unknown object type 'spatula'" in message
     assert all(name in message for name in ("apple", "cup", "knife", "sponge"))
 
 

@@ -15,6 +15,7 @@ from teachbot.evaluation.multitask_world import MultitaskWorld, multitask_catalo
 from teachbot.simrobot.direct import WorldHousehold
 from teachbot.skills.household import Thing
 from teachbot.skills.household_containers import CONTAINER_EDGE, CONTAINER_GAP, Outline, apart, container_spot, inside, takes
+from teachbot.world.household_objects import Catalog
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
 SCENES = {  # task -> (its place, its objects: fixtures first)
@@ -61,10 +62,13 @@ def assert_side_by_side(w: MultitaskWorld, container: str, names: list[str]) -> 
 
 
 # ---------------------------------------------------------------------------------------- catalog and scenes
-def test_the_catalog_adds_the_benchmark_types():
+def test_the_household_catalog_holds_the_benchmark_types_out_of_random_scenes():
     catalog = multitask_catalog()
+    assert catalog == Catalog.load()  # the simulator's own catalog: nothing added for the benchmark
     for name in ("bin", "fruit_bowl", "jello", "sugar", "spoon"):
-        assert name in catalog.types
+        assert name in catalog.types and not catalog.type(name).random
+        assert name not in catalog.types_with("pickable") + catalog.types_with("container")  # never drawn at random
+    assert {"jello", "sugar", "spoon"} <= set(catalog.types_with("pickable", drawn_only=False))
     assert "container" in catalog.type("bin").properties and "pickable" not in catalog.type("bin").properties
     assert "pickable" in catalog.type("jello").properties and "food" in catalog.type("sugar").properties
     assert {"pickable", "tool"} <= catalog.type("spoon").properties
@@ -81,6 +85,32 @@ def test_each_scene_loads_at_its_place(multitask):
         assert multitask.truth() == {n: place for n in names}, scene  # standing on its place, nothing on anything
         tasked = [n for n in names if multitask.world.object_type(n) in pickable]
         assert len(tasked) <= 6, scene
+
+
+def test_each_scene_starts_the_simulator_as_teachbot_sim_scene_does():
+    """``teachbot sim --world household --scene <task>.yaml``: the CLI's scene file, read and reset as the sim node
+    does (load_household_scene with the default catalog, make_world of the household profile), without ROS."""
+    from teachbot.cli import build_parser
+    from teachbot.commands._args import scene_overrides
+    from teachbot.robot_profile import RobotProfile
+    from teachbot.sim.household_world import HouseholdWorld
+    from teachbot.simrobot.factory import make_world
+    from teachbot.world.household_scene import load_household_scene
+
+    world = make_world(RobotProfile.load("household_sim"))
+    assert isinstance(world, HouseholdWorld)
+    try:
+        for scene, (place, names) in SCENES.items():
+            path = f"config/benchmarks/multitask/scenes/{scene}.yaml"
+            args = build_parser().parse_args(["sim", "--world", "household", "--scene", path])
+            world.reset(load_household_scene(str(scene_overrides(args)["scene_file"])))
+            world.step(240)
+            objects = {o.name: o for o in world.objects()}
+            assert sorted(objects) == sorted(names), scene
+            assert {o.place for o in objects.values()} == {place}, scene
+            assert all(o.position[2] > 0.3 for o in objects.values()), scene  # on the furniture, not the floor
+    finally:
+        world.close()
 
 
 def test_object_names_are_unique_across_the_scenes():

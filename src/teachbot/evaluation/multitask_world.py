@@ -2,8 +2,9 @@
 run the household skills on them, read where everything is and what the robot points at.
 
 The scenes are config/benchmarks/multitask/scenes/<task>.yaml, each at its own place (or half of one), so
-any of them load together; the object types of config/benchmarks/multitask/objects.yaml (the bins, the
-fruit bowl, jello, sugar, a spoon) are added to the household catalog. ``truth`` answers for every object
+any of them load together; their object types (the bins, the fruit bowl, jello, sugar, a spoon) are the
+household catalog's own (config/household/objects.yaml), so ``teachbot sim --world household --scene
+config/benchmarks/multitask/scenes/<task>.yaml`` sets up any one of them. ``truth`` answers for every object
 where it is: "robot", "person", the object it rests on or in, or the place it stands on.
 """
 
@@ -40,8 +41,10 @@ FLOOR = "floor"  # truth() of an object on no place (it fell)
 
 
 def multitask_catalog(path: str | Path | None = None, base: Catalog | None = None) -> Catalog:
-    """The household catalog with the multi-task object types (config/benchmarks/multitask/objects.yaml) added."""
-    return droc_catalog(Path(path) if path else config_path("benchmarks", "multitask", "objects.yaml"), base)
+    """The household catalog the simulator uses, which holds the multi-task object types; ``path``: a file of
+    further types to add (as config/benchmarks/droc/objects.yaml's are)."""
+    base = base or Catalog.load()
+    return droc_catalog(Path(path), base) if path else base
 
 
 def scenes_dir() -> Path:

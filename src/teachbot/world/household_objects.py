@@ -55,6 +55,7 @@ class ObjectType:
     color: str = ""
     any_color: bool = False
     contents: str | None = None
+    random: bool = True  # False: seeded random scenes never draw it (types added after them, so they stay as they were)
 
     @property
     def grasp_width(self) -> float:
@@ -207,8 +208,12 @@ def parse_type(name: str, raw: Any, src: str, liquids: Mapping[str, RGB]) -> Obj
     if mass <= 0:
         raise ConfigError(f"{where}: mass must be positive (kg), got {mass!r}")
     rgb = _rgb(require(raw, "rgb", where), f"{where}: rgb")
+    drawn = raw.get("random", True)
+    if not isinstance(drawn, bool):
+        raise ConfigError(f"{where}: random must be true or false (whether seeded random scenes draw the type), got {drawn!r}")
     t = ObjectType(
-        name, shape, tuple(map(float, size)), float(mass), rgb, frozenset(props), dict(states), color, bool(raw.get("any_color")), contents
+        name, shape, tuple(map(float, size)), float(mass), rgb, frozenset(props), dict(states), color, bool(raw.get("any_color")),
+        contents, drawn,
     )
     if t.has("pickable") and t.grasp_width > MAX_GRASP_WIDTH:
         raise ConfigError(
@@ -260,10 +265,12 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self.types)
 
-    def types_with(self, prop: str) -> list[str]:
+    def types_with(self, prop: str, drawn_only: bool = True) -> list[str]:
+        """The types with ``prop``, the ones seeded random scenes draw from: a ``random: false`` type is left out
+        unless ``drawn_only`` is False (so adding such types leaves every seeded scene as it was)."""
         if prop not in PROPERTIES:
             raise InvalidArgumentError(f"unknown property '{prop}'; known: {', '.join(PROPERTIES)}")
-        return sorted(n for n, t in self.types.items() if t.has(prop))
+        return sorted(n for n, t in self.types.items() if t.has(prop) and (t.random or not drawn_only))
 
     def make(self, name: str, type_name: str, color: str | None = None) -> Thing:
         """A fresh instance of a type, in its default states, coloured ``color`` (a name from ``colors``) if given."""
