@@ -302,14 +302,15 @@ class HouseholdSkills(Gestures, SkillLibrary):
         if location in things and location != held:
             target = things[location]
             surface = self._surface(target.place)  # in a drawer: as far out as it is pulled
-            # the shifted point stays on the place the object stands on (the approval gate's place zones rely on it)
-            self._on_surface(surface, target.place, target.position[:2], shift, things[held])
+            if any(shift):  # the shifted point stays on the place the object stands on (the gate's place zones rely on it)
+                self._on_surface(surface, target.place, target.position[:2], shift, things[held])
             self._work_at(target.place, target.position)
             dx, dy = self._arm_shift(surface, *shift)
             if takes(target, things[held]):  # into a bin or bowl: a free spot of its own, beside what is in it
                 now = self.view.things()  # the held thing turned with the base
                 spot = container_spot(target, now[held], [t for t in now.values() if t.place == target.place], self.to_arm)
-                self._on_surface(surface, target.place, spot, shift, things[held])
+                if any(shift):
+                    self._on_surface(surface, target.place, spot, shift, things[held])
                 dx, dy = np.add((dx, dy), (self.to_arm(np.array([*spot, 0.0])) - self.to_arm(target.position))[:2])
             return self.skill_place(target_name=location, params=Tuning({**p, "place_offset_x": dx, "place_offset_y": dy}, self.profile))
         place = self.layout.place(location)
