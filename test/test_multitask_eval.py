@@ -269,3 +269,12 @@ def test_cli_trials_give_intervals_over_the_trials(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "summary.json").read_text())["memory"]["standalone"]
     assert summary["trials"] == 2 and summary["success"]["over"] == "trials"
     assert "## Per task" in (tmp_path / "report.md").read_text()
+
+
+def test_what_the_hand_held_at_the_interruption_is_put_back_and_the_robot_looks_again(world, models, tmp_path: Path) -> None:
+    row = run_case(world, "no-memory", "intervened", "fruit_bowl", "point_colors", CONFIG, models, tmp_path / "store")
+    resumed = row["transcript"].split("Now finish putting the fruits")[1]
+    assert "already holds 'pear'" in resumed  # interrupted between grasping the pear and putting it down
+    held, look = resumed.index("place_object('counter')"), resumed.rindex("list_objects('counter')")
+    assert held < look and row["success"], resumed  # put back where it was seen, then planned from a new look
+    assert row["task_retention"] == 0.0 and row["actions"] > row["required_actions"]  # it forgot; it redid the apple

@@ -135,24 +135,25 @@ class CoordinatorDouble(ScriptedModel):
 
     # ------------------------------------------------------------------ acting
     def act(self, spec: TaskSpec, after: Sequence[Any], memory: bool, transcript: Transcript) -> str:
+        held = re.search(r"already holds '([^']+)'", after[-1].text) if after and after[-1].kind == "output" else None
+        if held:  # something from before is still in the hand: put it back where it was seen, then look again
+            return f"place_object({self.seen_at(held.group(1), transcript, spec.place)!r})"
+        recent = after[_since_put_back(after):]  # after putting something back the plan starts over from a new look
         if memory:
             anchor = f"begin_task({spec.name!r})"
-            if not _typed(after, anchor):
+            if not _typed(recent, anchor):
                 return anchor
-            state = _output_of(after, anchor)
+            state = _output_of(recent, anchor)
             plan = self.plan_from_memory(spec.name, state if isinstance(state, dict) else {})
         else:
             anchor = f"list_objects({spec.place!r})"
-            if not _typed(after, anchor):
+            if not _typed(recent, anchor):
                 return anchor
-            names = _output_of(after, anchor)
+            names = _output_of(recent, anchor)
             names = self.reader.relevant(spec, names if isinstance(names, list) else [], self.seed, self.slip)
-            before = Transcript(list(transcript.entries[: len(transcript.entries) - len(after)]))
-            plan = self.plan_from_spec(spec, names, self.handled(before))  # what it did before this request is skipped
-        held = re.search(r"already holds '([^']+)'", after[-1].text) if after and after[-1].kind == "output" else None
-        if held:  # something from before is still in the hand: put it back where it was seen, then go on
-            return f"place_object({self.seen_at(held.group(1), transcript, spec.place)!r})"
-        return _next_step(plan, after, anchor)
+            before = Transcript(list(transcript.entries[: len(transcript.entries) - len(recent)]))
+            plan = self.plan_from_spec(spec, names, self.handled(before))  # what it did before this look is skipped
+        return _next_step(plan, recent, anchor)
 
     def seen_at(self, name: str, transcript: Transcript, otherwise: str) -> str:
         """Where the transcript last showed ``name`` standing: a working memory's objects, or a listing by
@@ -323,6 +324,16 @@ def _asked_place(question: str) -> str:
 def _call(source: str) -> tuple[str, list[Any]] | None:
     call = literal_call(source)
     return (call[0], call[1]) if call else None
+
+
+def _since_put_back(entries: Sequence[Any]) -> int:
+    """The index just past the last statement that put back what the hand held ('already holds' before it), 0 if none."""
+    start = 0
+    for i, e in enumerate(entries):
+        if (e.kind == "code" and e.text.startswith("place_object(") and i and entries[i - 1].kind == "output"
+                and "already holds" in entries[i - 1].text):
+            start = i + 1
+    return start
 
 
 def _typed(entries: Sequence[Any], prefix: str) -> bool:

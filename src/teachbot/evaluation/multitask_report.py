@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from teachbot.evaluation.metrics import t_interval, wilson
-from teachbot.evaluation.multitask import MODES, RATES, read_results
+from teachbot.evaluation.multitask import METHODS, MODES, RATES, read_results
 from teachbot.evaluation.report import _cell as cell
 
 
@@ -57,7 +57,8 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         groups.setdefault((row["method"], row["mode"]), []).append(row)
         tasks.setdefault((row["method"], row["mode"], row["first"]), []).append(row)
     out: dict[str, Any] = {}
-    for (method, mode), group in sorted(groups.items()):
+    order = {m: i for i, m in enumerate((*METHODS, *MODES))}
+    for (method, mode), group in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][0], order.get(kv[0][1], 99))):
         out.setdefault(method, {})[mode] = {**_group(group), "by_task": {
             task: _group(g) for (m, o, task), g in sorted(tasks.items()) if (m, o) == (method, mode)}}
     return out
