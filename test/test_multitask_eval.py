@@ -278,3 +278,22 @@ def test_what_the_hand_held_at_the_interruption_is_put_back_and_the_robot_looks_
     held, look = resumed.index("place_object('counter')"), resumed.rindex("list_objects('counter')")
     assert held < look and row["success"], resumed  # put back where it was seen, then planned from a new look
     assert row["task_retention"] == 0.0 and row["actions"] > row["required_actions"]  # it forgot; it redid the apple
+
+
+def test_a_failing_worker_is_counted_and_nothing_answers_for_it_unless_the_fallback_is_named(world, models, tmp_path: Path) -> None:
+    from teachbot.llm.base import LLMError
+    from teachbot.llm.scripted import ScriptedModel
+
+    class Down(ScriptedModel):
+        def generate(self, prompt: str, stop=None, **kwargs):  # type: ignore[override]
+            raise LLMError("connection refused")
+
+    down = MultitaskModels(models.interaction, Down([]))
+    row = run_case(world, "memory", "standalone", "jello", "", CONFIG, down, tmp_path / "none")
+    assert not row["success"] and row["actions"] == 0  # no working memory: nothing to do, and nobody pretends otherwise
+    assert row["worker"]["failures"] == row["worker"]["calls"] > 0 and row["worker"]["fallbacks"] == 0
+    assert "unknown: the worker model failed" in row["transcript"]
+    named = MultitaskModels(models.interaction, Down([]), fallback=True)
+    row = run_case(world, "memory", "standalone", "jello", "", CONFIG, named, tmp_path / "fallback")
+    assert row["success"] and row["worker"]["fallbacks"] == row["worker"]["failures"] > 0  # the oracle answered, counted
+    assert f"| {row['worker']['failures']} / {row['worker']['fallbacks']} |" in format_table(summarise([row]))  # the report says so
