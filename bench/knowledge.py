@@ -8,7 +8,11 @@
   embedding cache, so the entries' key vectors come from the cache (embedded once, on the first run)
   and are held by the retriever after its first query; every timed query is a task text never seen
   (the model embeds it each time) with the crop vector of the object at hand, compared with every
-  entry's. Goal: median at most 50 ms. Also: the same without an image (no visual step).
+  entry's. Goal: median at most 50 ms. Also: the same without an image (no visual step). The synthetic
+  skill parameters are task-scoped (their kind's default), so no entry's transfer by looks depends on the
+  task with its object's name masked and the retriever embeds only the task text; a store with
+  object-scoped skill parameters learned in a task (the extractor's rule entries) embeds the masked task
+  too, in the same batch, when the query has an image (a few ms more).
 * the same with CLIP-sized image vectors (512-d unit vectors, cosine; no model runs, only the
   comparison), reported with no goal.
 * for information: loading the store (every entry file), the first retrieval (the key vectors from

@@ -144,6 +144,8 @@ class KnowledgeRetriever:
         self._vectors: dict[str, np.ndarray] = {}  # key text -> unit vector (of text_embedder)
         self._version = -1
         self._index: _Index | None = None
+        # per store version: the always-scoped entries (oldest first) and the specific ones, split once
+        self._split: tuple[int, tuple[KnowledgeEntry, ...], list[KnowledgeEntry], int] | None = None
         self._lock = threading.Lock()
         if self.config.select_enabled and select_model is None:
             log.warning("knowledge: select.enabled is true but no model was given; the LLM selection step is skipped")
@@ -161,8 +163,12 @@ class KnowledgeRetriever:
         ``image_embedder`` (e.g. ``retriever.image_embedder.embed(rgb, depth, mask)``).
         """
         version, entries = self.store.snapshot()
-        always = sorted((e for e in entries if e.scope == "always"), key=lambda e: (e.created, e.id))
-        specific = [e for e in entries if e.scope != "always"]
+        with self._lock:
+            split = self._split
+            if split is None or split[0] != version or split[3] != len(entries):
+                always = sorted((e for e in entries if e.scope == "always"), key=lambda e: (e.created, e.id))
+                split = self._split = (version, tuple(always), [e for e in entries if e.scope != "always"], len(entries))
+        _, always, specific, _ = split
         found = [RetrievedKnowledge(e, "always", score=1.0) for e in always]
         candidates = self._candidates(task, object_name, image, specific, version)
         if candidates and self.config.select_enabled and self.select_model is not None:
@@ -178,7 +184,8 @@ class KnowledgeRetriever:
     def _candidates(self, task: str, object_name: str, image: Any, entries: list[KnowledgeEntry], version: int) -> list[RetrievedKnowledge]:
         if not entries:
             return []
-        text_scores, index, action = self._text_scores(task, entries, version, object_name)
+        looks = image is not None and self.image_embedder is not None
+        text_scores, index, action = self._text_scores(task, entries, version, object_name, looks)
         cfg = self.config
         keep = text_scores >= cfg.text_threshold
         visual = None
@@ -227,24 +234,28 @@ class KnowledgeRetriever:
             return np.where(norms > 0, np.clip(matrix @ q / np.where(norms > 0, norms, 1.0), -1.0, 1.0), 0.0)
         return np.asarray([embedder.similarity(query, index.entries[i].image_embedding) for i in index.image_rows.tolist()])
 
-    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int,
-                     object_name: str = "") -> tuple[np.ndarray, _Index, np.ndarray]:
+    def _text_scores(self, task: str, entries: list[KnowledgeEntry], version: int, object_name: str = "",
+                     looks: bool = True) -> tuple[np.ndarray, _Index, np.ndarray]:
         """Per entry, the best cosine between the task and the entry's keys (its task and its sentence); the
         index of ``entries`` (rebuilt when the store's version changes: key vectors embedded once, kept across
         versions); and per entry, how alike the two tasks are with their objects' names masked (skill parameters
-        learned in a task; 1 for every other entry, and for all without a task now)."""
+        learned in a task; 1 for every other entry, and for all without a task now).
+
+        The masked task is embedded only when it can count: an object is named, the query has looks
+        (``looks``), and some object-scoped skill parameter learned in a task has an image vector to compare
+        (the only entries whose transfer by looks depends on it); otherwise every entry gets 1."""
         with self._lock:
             index = self._index
             if index is None or version != self._version or len(index.entries) != len(entries):
                 index = self._index = self._build(entries, version)
             if not task.strip():
                 return np.zeros(len(entries)), index, np.ones(len(entries))  # no task to compare: by looks alone
-            masked = bool(object_name.strip()) and bool((index.action_key >= 0).any())
+            masked = looks and bool(object_name.strip()) and index.action_by_looks
             queries = normalise(self.text_embedder.embed([task, mask_object(task, object_name)] if masked else [task]))
             scores = index.key_matrix @ queries[0]
             actions = np.ones(len(entries))
-            if masked:
-                actions = np.where(index.action_key >= 0, (index.key_matrix @ queries[1])[np.maximum(index.action_key, 0)], 1.0)
+            if masked:  # only the keys that are masked tasks: a few rows of the key matrix
+                actions = np.where(index.action_slot >= 0, (index.action_matrix @ queries[1])[np.maximum(index.action_slot, 0)], 1.0)
             return np.maximum(scores[index.first_key], scores[index.second_key]).astype(np.float64), index, actions
 
     def _build(self, entries: list[KnowledgeEntry], version: int) -> _Index:
@@ -280,6 +291,9 @@ class _Index:
     word_counts: np.ndarray  # per entry: how many distinct words its object has
     age_rank: np.ndarray  # per entry: its place in (created, id) order
     action_key: np.ndarray  # per entry: the row of its task with its object masked (-1: not a skill parameter of a task)
+    action_slot: np.ndarray  # per entry: the row of that masked task in action_matrix (-1: none)
+    action_matrix: np.ndarray  # the key rows of the masked tasks (unit rows)
+    action_by_looks: bool  # an object-scoped entry with a masked task has an image vector of the image embedder
 
     @classmethod
     def build(cls, entries: list[KnowledgeEntry], vectors: dict[str, np.ndarray], image_embedder: Any) -> _Index:
@@ -308,12 +322,20 @@ class _Index:
                 counts[i] = len(words)
                 for word in words:
                     by_word.setdefault(word, []).append(i)
-        return cls(entries, key_matrix, first, second, np.array([e.scope == "object" for e in entries], dtype=bool),
+        action_key = np.array([row[a] if a else -1 for a in actions], dtype=np.int64)
+        action_rows, action_slot = np.unique(action_key, return_inverse=True)
+        if len(action_rows) and action_rows[0] < 0:  # -1 (no masked task) is the first unique value
+            action_rows, action_slot = action_rows[1:], action_slot.reshape(-1) - 1
+        object_scoped = np.array([e.scope == "object" for e in entries], dtype=bool)
+        with_image = np.zeros(len(entries), dtype=bool)
+        with_image[rows] = True
+        return cls(entries, key_matrix, first, second, object_scoped,
                    np.array([e.scope == "object" or e.kind in OBJECT_KINDS for e in entries], dtype=bool),
                    np.array(rows, dtype=np.int64), matrix,
                    matrix.sum(axis=1) if matrix is not None else np.zeros(0),
                    np.linalg.norm(matrix, axis=1) if matrix is not None else np.zeros(0), by_word, counts, age_rank,
-                   np.array([row[a] if a else -1 for a in actions], dtype=np.int64))
+                   action_key, np.asarray(action_slot, dtype=np.int64).reshape(-1), np.ascontiguousarray(key_matrix[action_rows]),
+                   bool((object_scoped & with_image & (action_key >= 0)).any()))
 
     def named(self, name_words: set[str]) -> list[int]:
         """Object-scoped entries whose object's words are all among ``name_words`` ("cup" is named by "red cup")."""
