@@ -422,3 +422,23 @@ def test_acting_is_logged_only_under_a_task_begun_in_this_conversation(tmp_path:
     fresh = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())  # after a restart, likewise
     fresh["grasp"]("banana")
     assert len(fresh["retrieve_declarative_memory"]("sort")) == 1
+
+
+def test_the_worker_reads_the_newest_log_entries_only_and_a_failed_action_as_failed(tmp_path: Path) -> None:
+    import dataclasses
+
+    table = Table()
+    model = paper_worker()
+    config = dataclasses.replace(CONFIG, worker_log_lines=2)
+    f = ConsoleTaskMemory(TaskMemory(tmp_path / "tasks", config, "household", table.environment,
+                                     WorkerLLM(model, "{log}", config))).wrap(table.functions())
+    f["begin_task"]("sort")
+    f["grasp"]("apple")
+    f["place_object"]("box 1")
+    with pytest.raises(RuntimeError):
+        f["place_object"]("box 2")
+    f["retrieve_working_memory"]("sort")
+    log = model.prompts[-1]
+    assert log.startswith("Task begun: ") and "Log entry 1:" not in log and "grasp('apple')" not in log
+    assert "Log entry 2:\nAction: place_object('box 1') -> 'success'\nbox 1: apple\ntable: banana, red cup, knife" in log
+    assert "Log entry 3:\nAction: place_object('box 2') -> failed: RuntimeError: the right hand holds nothing" in log
