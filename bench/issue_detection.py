@@ -4,9 +4,9 @@
 In the benchmark's own worlds (config/benchmarks/raider/, loaded by CaseWorlds: PyBullet, no ROS):
 
   tool latency     each of the six grounded tools, over every household case's scene  goal: median <= 20 ms
-  whole check      RaiderAgent on each case with a zero-latency double that follows the procedure
-                   (detect, then the target's state, then a verdict): everything but the model  goal: median <= 100 ms
-  precond          the predefined-preconditions baseline's Det and Expl on all cases (no model)
+  whole check      RaiderAgent (the paper profile) on each case with the zero-latency stand-in of `teachbot eval raider
+                   --stand-in`, which follows the procedure in its prompt: everything but the model  goal: median <= 100 ms
+  precond          the predefined-preconditions baseline's (the paper's Table B.3) Det and Expl on all cases (no model)
 
 Usage: python bench/issue_detection.py [--runs 3] [--smoke]
 """
@@ -14,7 +14,6 @@ Usage: python bench/issue_detection.py [--runs 3] [--smoke]
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import _common as C
@@ -25,27 +24,6 @@ GOAL_TOOL_S = 0.020
 GOAL_CHECK_S = 0.100
 
 
-def procedure_double(prompt: str) -> str:
-    """Detect, look at the target's state, answer: three turns whose text depends on the tool responses."""
-    from teachbot.llm.base import SYSTEM_END
-
-    convo = prompt.split(SYSTEM_END, 1)[1]
-    query = convo.split("\n", 1)[0].removeprefix("Action query:").strip()
-    m = re.match(r"^\w+\(['\"]?([^'\",)]*)", query)
-    target = (m.group(1) if m else query.split()[-1]).strip()
-    responses = re.findall(r"Tool response: (.*)", convo)
-    if not responses:
-        return "Ground first.\nTool call: object_detection()"
-    listing = json.loads(responses[0])
-    known = [*listing["objects"], *listing.get("places", [])]
-    name = next((n for n in known if target and target in n), "")
-    if not name:
-        return 'Final response: {"final_response": "unfeasibility", "explanation": "not there", "grounding": []}'
-    if len(responses) == 1:
-        return f"Tool call: get_obj_state('{name}')"
-    return 'Final response: {"final_response": "none", "explanation": "' + name + '", "grounding": ["' + name + '"]}'
-
-
 def main() -> int:
     p = C.parser(__doc__.splitlines()[0], runs=3, smoke={"runs": 1})
     args = p.parse_args()
@@ -54,7 +32,7 @@ def main() -> int:
     from teachbot.evaluation.raider_benchmark import checker_factory, run_cases
     from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
     from teachbot.evaluation.raider_report import summarise
-    from teachbot.llm.scripted import ScriptedModel
+    from teachbot.evaluation.raider_standin import RaiderStandIn
     from teachbot.raider.agent import RaiderAgent
     from teachbot.raider.config import RaiderConfig
 
@@ -74,12 +52,12 @@ def main() -> int:
                     t0 = time.perf_counter()
                     tools.call(tool, tool_args)
                     tool_times.setdefault(tool, []).append(time.perf_counter() - t0)
-                agent = RaiderAgent(ScriptedModel(respond=procedure_double, stop=()), tools, case.world, config)
+                agent = RaiderAgent(RaiderStandIn().model(), tools, case.world, config)
                 t0 = time.perf_counter()
                 result = agent.check(case.query)
                 checks.append(time.perf_counter() - t0)
                 if not result.final_response:
-                    raise SystemExit(f"error: the double reached no verdict on {case.id}: {result.explanation}")
+                    raise SystemExit(f"error: the stand-in reached no verdict on {case.id}: {result.explanation}")
     per_tool = {tool: C.summary([t * 1e3 for t in times], 3) for tool, times in tool_times.items()}
     worst = max(s["median"] for s in per_tool.values()) / 1e3
     check = C.summary(checks, 4)
@@ -91,8 +69,8 @@ def main() -> int:
     C.say(f"slowest tool median {worst * 1e3:.3f} ms; goal <= {GOAL_TOOL_S * 1e3:g} ms: {'met' if worst <= GOAL_TOOL_S else 'MISSED'}")
     C.say(f"whole check without the model: median {check['median'] * 1e3:.1f} ms ({len(checks)} checks); goal <= "
           f"{GOAL_CHECK_S * 1e3:g} ms: {'met' if check['median'] <= GOAL_CHECK_S else 'MISSED'}")
-    C.say(f"precond on {precond['n']} cases: Det {precond['det']:.1f} %, Expl {precond['expl']:.1f} %, Grnd {precond['grnd']:.1f} % "
-          f"({precond_s:.1f} s with the worlds)")
+    C.say(f"precond (Table B.3), {precond['n']} cases: Det {precond['det']:.1f} %, Expl {precond['expl']:.1f} %, "
+          f"Grnd {precond['grnd']:.1f} % ({precond_s:.1f} s with the worlds)")
     C.emit({
         "benchmark": "issue_detection", "unit": "s", "runs": args.runs, "headline": "check_s", "median": check["median"],
         **C.goal_fields(check["median"], GOAL_CHECK_S, lower_is_better=True),

@@ -202,13 +202,16 @@ def test_the_raider_agent_checks_an_action_with_native_tool_calls_over_http(serv
     agent = RaiderAgent(model, kitchen(), "household", RaiderConfig(tool_calling="native"))
     result = agent.check("pick(plate)")
     assert result.stopped == "" and result.turns == 2 and not result.warnings, result.transcript
-    assert result.final_response == "unfeasibility" and result.explanation == "banana is on top of plate."
+    answer = ('Call to tool check_obj_relationship with args {"relationship": "on top of", "obj": "plate"} returned '
+              "banana is on top of plate.")
+    assert result.final_response == "unfeasibility" and result.explanation == answer  # the paper's tool response
     assert result.grounding == ["plate"] and [(c.name, c.ok) for c in result.tool_calls] == [("check_obj_relationship", True)]
     first, second = server.requests
     assert [t["function"]["name"] for t in first["tools"]] == [t["function"]["name"] for t in agent.tool_schemas()]
-    assert first["messages"][0]["role"] == "system" and first["messages"][1] == {"role": "user", "content": "Action query: pick(plate)"}
+    assert first["messages"][0]["role"] == "system" and first["messages"][1]["role"] == "user"
+    assert first["messages"][1]["content"].startswith("Action query: pick(plate)\nObjects in the scene: ")  # the paper's input
     assert second["messages"][2] == {"role": "assistant", "content": "Is anything on top of the plate?", "tool_calls": [
         {"id": "c1", "type": "function",
          "function": {"name": "check_obj_relationship", "arguments": '{"relationship": "on top of", "obj": "plate"}'}}]}
-    assert second["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "banana is on top of plate."}
+    assert second["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": answer}
     assert [c.finish_reason for c in model.history] == ["tool_calls", "tool_calls"]

@@ -32,9 +32,13 @@ def test_precond_scores_on_every_case_are_computed_and_reported(precond_scores, 
     assert o["grnd_n"] == sum(c.needs_grounding for c in cases) < len(cases)  # Grnd over the cases that need grounding
     lo, hi = o["det_ci"]
     assert lo < o["det"] < hi  # a Wilson interval over the cases
-    # the baseline does what predefined models do: right on specific queries, weak on relations
-    assert summary["abstraction"]["AS"]["det"] >= 95.0
-    assert summary["abstraction"]["AR"]["det"] < summary["abstraction"]["AS"]["det"] - 30
+    # the paper's Precond (Table B.3's action models): no ambiguity, no reach, no sentence; its own strengths are the
+    # hand and presence (the paper's row: IA 0, IU1 0, IU6 63 %)
+    assert summary["issue_type"]["IA"]["det"] == 0.0 and summary["issue_type"]["IU1"]["det"] == 0.0
+    assert summary["issue_type"]["IU6"]["det"] >= 40.0 and summary["issue_type"]["IU3"]["det"] >= 40.0
+    natural = [s for s, c in zip(precond_scores, cases, strict=True) if c.form == "natural"]
+    assert natural and all(s.verdict == "" and s.stopped == "unsupported" for s in natural)
+    assert "Protocol" not in (tmp_path / "report.md").read_text()  # no protocol given: no line
     print("\n" + (tmp_path / "report.md").read_text())  # the baseline's real scores, in the test log
 
 
@@ -123,29 +127,25 @@ def test_trials_resume_and_intervals_over_trials(tmp_path, capsys):
 
 
 def careful_chat(body: dict) -> str:
-    """The agent's turn from the chat request: object_detection, then the target's state, then judge from
-    the tool responses in the conversation (never from the answer key)."""
+    """The agent's turn from the chat request (the paper profile): ground from the object list of the first message,
+    then ask the target's state, then judge from the tool responses in the conversation (never from the answer key)."""
     user = body["messages"][-1]["content"]
     query = re.findall(r"Action query: (.*)", user)[-1].strip()
     m = re.match(r"^\w+\(['\"]?([^'\")]*)", query)
     target = m.group(1).strip() if m else query.split()[-1]
-    responses = re.findall(r"Tool response: (.*)", user)
-    if not responses:
-        return "Ground first.\nTool call: object_detection()"
-    listing = json.loads(responses[0])
+    listing = json.loads(re.search(r"^Objects in the scene: (.*)$", user, re.M).group(1))
+    responses = re.findall(r"^Tool response: Call to tool \w+ with args .*? returned (.*)$", user, re.M)
     known = listing["objects"] + listing.get("places", [])
     fits = [n for n in known if target and target in n]
     if len(fits) > 1 and target not in known:
-        return "Final response: " + json.dumps({"final_response": "ambiguity", "explanation": f"{target} could be "
-                                                + " or ".join(fits), "grounding": fits})
+        return json.dumps({"final_response": "ambiguity", "explanation": f"{target} could be " + " or ".join(fits),
+                           "grounding": fits})
     if not fits:
-        return "Final response: " + json.dumps({"final_response": "unfeasibility", "explanation": f"There is no {target}.",
-                                                "grounding": []})
+        return json.dumps({"final_response": "unfeasibility", "explanation": f"There is no {target}.", "grounding": []})
     name = target if target in known else fits[0]
-    if len(responses) == 1:
-        return f"Tool call: get_obj_state('{name}')"
-    return "Final response: " + json.dumps({"final_response": "none", "explanation": f"{name}: {responses[1][:80]}",
-                                            "grounding": [name]})
+    if not responses:
+        return f'Is it in a state to act on?\ncall_tool{{"tool": "get_obj_state", "args": ["{name}"]}}'
+    return json.dumps({"final_response": "none", "explanation": f"{name}: {responses[0][:80]}", "grounding": [name]})
 
 
 def test_eval_raider_against_an_endpoint(tmp_path, capsys):
@@ -158,9 +158,10 @@ def test_eval_raider_against_an_endpoint(tmp_path, capsys):
         requests = [r for r in server.requests if "messages" in r]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and all(r["verdict"] in ("ambiguity", "unfeasibility", "none") for r in rows)
-    assert all(r["tool_calls"] >= 1 and r["warnings"] == 0 for r in rows)
-    assert len(requests) >= 12  # at least two turns per check, over HTTP
-    assert "Tool response: {\"objects\"" in requests[1]["messages"][-1]["content"]
+    assert all(r["warnings"] == 0 for r in rows) and all(r["tool_calls"] >= 1 for r in rows if r["verdict"] == "none")
+    assert len(requests) == sum(r["turns"] for r in rows) >= 6 + sum(r["verdict"] == "none" for r in rows)  # over HTTP
+    assert "\nObjects in the scene: {\"objects\"" in requests[0]["messages"][-1]["content"]  # the first message
+    assert "Tool response: Call to tool get_obj_state with args [" in requests[1]["messages"][-1]["content"]
     assert "raider:" in capsys.readouterr().out
 
 

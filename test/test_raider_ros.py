@@ -119,11 +119,17 @@ def conversation(prompt: str) -> tuple[str, list[str], list[str]]:
     """The query of the check in ``prompt``, the tool responses and the warnings it got so far (not the
     system prompt's worked example)."""
     convo = prompt.split(SYSTEM_END, 1)[1].split("Action query:", 1)[1]
-    return convo.split("\n", 1)[0].strip(), re.findall(r"Tool response: (.*)", convo), re.findall(r"Warning: (.*)", convo)
+    responses = re.findall(r"^Tool response: Call to tool \w+ with args .*? returned (.*)$", convo, re.M)
+    return convo.split("\n", 1)[0].strip(), responses, re.findall(r"^(Warning \d.*)$", convo, re.M)
 
 
 def final(verdict: str, explanation: str, grounding: list[str]) -> str:
-    return "Final response: " + json.dumps({"final_response": verdict, "explanation": explanation, "grounding": grounding})
+    return json.dumps({"final_response": verdict, "explanation": explanation, "grounding": grounding})
+
+
+def call(tool: str, *args: str) -> str:
+    """A tool call in the paper's format."""
+    return "call_tool" + json.dumps({"tool": tool, "args": list(args)})
 
 
 def careful_agent(prompt: str) -> str:
@@ -135,14 +141,14 @@ def careful_agent(prompt: str) -> str:
     if unknown:
         return final("unfeasibility", f"There is no {target}: {unknown[0]}", [])
     if not responses:
-        return f"Ground: the query names the {target}. Where is it?\nTool call: get_obj_state('{target}')"
+        return f"Ground: the query names the {target}. Where is it?\n" + call("get_obj_state", target)
     container = json.loads(responses[0]).get("inside", "")
     if len(responses) == 1:
-        return "Is the hand free?\nTool call: robot_holding()"
+        return "Is the hand free?\n" + call("robot_holding")
     if "holds nothing" not in responses[1]:
         return final("unfeasibility", responses[1], [target])
     if container and len(responses) == 2:
-        return f"It is inside the {container}. Is that closed?\nTool call: get_obj_state('{container}')"
+        return f"It is inside the {container}. Is that closed?\n" + call("get_obj_state", container)
     if container and json.loads(responses[2]).get("open") == "False":
         return final("unfeasibility", f"The {target} is inside the {container}, which is closed.", [target])
     return final("none", f"The {target} can be grasped.", [target])
@@ -151,7 +157,7 @@ def careful_agent(prompt: str) -> str:
 def dawdler(prompt: str) -> str:
     """Never decides: one tool call per slow turn (for cancel and busy)."""
     time.sleep(0.2)
-    return "Still looking.\nTool call: robot_holding()"
+    return "Still looking.\n" + call("robot_holding")
 
 
 def respond(prompt: str) -> str:
@@ -207,7 +213,7 @@ class Probe:
 
 def scenario_perception_serves_the_six_tools(household, probe):
     from teachbot.raider.config import RaiderConfig
-    from teachbot.raider.tools import GroundedTools, Reach
+    from teachbot.raider.tools import GroundedTools
 
     until = deadline(30.0)
     while "milk" not in probe.tool("object_detection").answer:  # perception's first look at the kitchen
@@ -223,8 +229,7 @@ def scenario_perception_serves_the_six_tools(household, probe):
     assert json.loads(probe.tool("get_obj_properties", "Milk").answer)["name"] == "milk"  # forgiving names
     # the same answer the tools give in this process, with the household's reach and a drive to the fridge
     perception = household.node("perception")
-    local = GroundedTools(perception.queries, Reach(RaiderConfig.load().reach["household"], mobile=True),
-                          layout=perception.household.layout)
+    local = GroundedTools(perception.queries, RaiderConfig.load().reach_for("household"), layout=perception.household.layout)
     far = probe.tool("dist_to_target", "milk")
     assert far.success and far.answer == local.dist_to_target("milk"), far.answer
     assert "move_to('fridge')" in far.answer
@@ -244,21 +249,23 @@ def scenario_a_check_streams_its_tool_calls_and_finds_the_closed_fridge(househol
     assert "inside the fridge, which is closed" in result.explanation
     assert result.grounding == ["milk"] and not result.warnings and result.stopped == ""
     assert result.turns == 4 and result.elapsed > 0
-    calls = [(c.name, c.args) for c in result.tool_calls]
-    assert calls == [("get_obj_state", ["milk"]), ("robot_holding", []), ("get_obj_state", ["fridge"])]
+    calls = [(c.name, c.args) for c in result.tool_calls]  # the feedback: every call perception answered, the first
+    # the program flow manager's own (the object list of the paper's first message), then the model's
+    assert calls == [("object_detection", []), ("get_obj_state", ["milk"]), ("robot_holding", []), ("get_obj_state", ["fridge"])]
     assert seen == result.tool_calls and all(c.ok for c in seen)
-    for call in result.tool_calls:  # each feedback carries the answer the model read
-        assert f"Tool response: {call.answer}" in result.transcript
+    assert f"Objects in the scene: {result.tool_calls[0].answer}" in result.transcript  # the first message
+    for call in result.tool_calls[1:]:  # each feedback carries the answer the model read
+        assert f"returned {call.answer}" in result.transcript
     # the apple rests on the table: nothing closed around it, and the same double says so
     apple = client.check("grasp(apple)")
     assert apple.final_response == "none", apple.transcript
-    assert [c.name for c in apple.tool_calls] == ["get_obj_state", "robot_holding"]
+    assert [c.name for c in apple.tool_calls] == ["object_detection", "get_obj_state", "robot_holding"]
     # an unknown object: the tool call fails, its feedback says why, and the model decides from the warning
     seen.clear()
     unknown = client.check("grasp(kettle)")
     assert unknown.final_response == "unfeasibility" and "no object or place called 'kettle'" in unknown.explanation
-    assert [(c.name, c.args, c.ok) for c in seen] == [("get_obj_state", ["kettle"], False)]
-    assert "no object or place called 'kettle'" in seen[0].answer and len(unknown.warnings) == 1
+    assert [(c.name, c.args, c.ok) for c in seen] == [("object_detection", [], True), ("get_obj_state", ["kettle"], False)]
+    assert "no object or place called 'kettle'" in seen[1].answer and len(unknown.warnings) == 1
 
 
 def scenario_one_check_at_a_time_and_cancel(household, probe):
@@ -279,7 +286,7 @@ def scenario_one_check_at_a_time_and_cancel(household, probe):
     # the property: the cancel ends the check between two turns (0.2 s each), not at the node's 20 s time limit
     # (config/raider.yaml); 10 s tells the two apart on a loaded machine too
     assert time.monotonic() - started < 10.0
-    assert result.tool_calls and all(c.name == "robot_holding" for c in result.tool_calls)
+    assert result.tool_calls and all(c.name == "robot_holding" for c in result.tool_calls[1:])
     # the node takes the next check at once
     assert next_checker.check("grasp(milk)").final_response == "unfeasibility"
 

@@ -1,9 +1,12 @@
 """RAIDER's grounded tools over the household scene model and the tabletop's: answers from perception,
-forgiving names, clear errors."""
+forgiving names, clear errors. The facts style (the paper's, the default) gives distances in metres and answers a name
+that fits several objects for every match; the judged style (a labelled ablation) says within reach and raises
+"could be any of"."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -59,8 +62,15 @@ def test_the_six_tools_answer_from_the_scene(kitchen_tools):
 
 def test_distance_counts_a_drive_to_the_place(kitchen_tools):
     near = kitchen_tools.dist_to_target("apple")
-    assert "within the arm's reach" in near  # the robot stands in front of the table
+    assert re.fullmatch(r"apple is 0\.\d\d m from the arm's base where the robot stands; after move_to\('table'\) it would "
+                        r"be 0\.\d\d m from the arm's base\.", near), near  # facts: metres, no verdict
     far = kitchen_tools.dist_to_target("red cup")
+    metres = [float(v) for v in re.findall(r"([\d.]+) m from", far)]
+    assert metres[0] > 0.85 >= metres[1] and "after move_to('counter')" in far and "reach" not in far
+    assert kitchen_tools.reachable("red cup")  # after the drive: the judgement the facts style leaves to the model
+    judged = GroundedTools(kitchen_tools.queries, kitchen_tools.reach, layout=kitchen_tools.layout, style="judged")
+    assert "within the arm's reach" in judged.dist_to_target("apple")
+    far = judged.dist_to_target("red cup")
     assert "out of the arm's reach" in far and "after move_to('counter')" in far and "within reach" in far
 
 
@@ -69,8 +79,16 @@ def test_names_are_matched_forgivingly_and_errors_say_what_exists(kitchen_tools)
     assert json.loads(t.get_obj_state("Apple_Juice"))["name"] == "apple juice"
     assert json.loads(t.get_obj_state("apple juce"))["name"] == "apple juice"  # a typo
     assert json.loads(t.get_obj_state("the milk"))["name"] == "milk"  # an article
+    both = t.get_obj_state("cup")  # every match, for the model to judge
+    assert both.startswith("'cup' matches 2 objects: blue cup, red cup.\n")
+    assert [json.loads(line.split(": ", 1)[1])["name"] for line in both.splitlines()[1:]] == ["blue cup", "red cup"]
+    assert t.check_obj_relationship("on top of", "cup").splitlines()[1:] == ["blue cup: Nothing is on top of blue cup.",
+                                                                             "red cup: Nothing is on top of red cup."]
     with pytest.raises(ToolError, match="could be any of blue cup, red cup"):
-        t.get_obj_state("cup")
+        t.resolve("cup")
+    judged = GroundedTools(t.queries, t.reach, layout=t.layout, style="judged")
+    with pytest.raises(ToolError, match="could be any of blue cup, red cup"):
+        judged.get_obj_state("cup")
     with pytest.raises(ToolError, match="no object or place called 'kettle'; the robot knows: .*apple"):
         t.get_obj_state("kettle")
     with pytest.raises(ToolError, match="unknown relationship 'under'; use one of left of"):
@@ -101,7 +119,14 @@ def test_tabletop_tools_use_the_fixed_arm():
                              obs("red block", [0.1, -1.2, 0.02])], 1.0)
     tools = GroundedTools(perception.queries, Reach(0.85))
     assert tools.check_obj_relationship("on top of", "green block") == "blue block is on top of green block."
-    assert "within the arm's reach" in tools.dist_to_target("green block")
+    assert tools.dist_to_target("green block").endswith("m from the arm's base where the robot stands.")
     far = tools.dist_to_target("red block")
-    assert "out of the arm's reach" in far and "move_to" not in far
+    assert float(re.findall(r"([\d.]+) m from", far)[0]) > 0.85 and "move_to" not in far
+    assert tools.reachable("green block") and not tools.reachable("red block")
+    judged = GroundedTools(perception.queries, Reach(0.85), style="judged")
+    assert "within the arm's reach" in judged.dist_to_target("green block")
+    assert "out of the arm's reach" in judged.dist_to_target("red block")
+    boxed = GroundedTools(perception.queries, Reach(0.85, workspace=((-0.3, 0.3), (-0.8, -0.2), (0.0, 0.5))))
+    assert "(its top at x " in boxed.dist_to_target("green block")  # the point the workspace is about
+    assert "workspace x -0.3 to 0.3 m, y -0.8 to -0.2 m, z 0 to 0.5 m" in boxed.reach.describe()
     assert "places" not in json.loads(tools.object_detection())

@@ -4,6 +4,12 @@
     teachbot eval raider --method raider --ablation QGEN_GRND --llm-base-url URL --llm-model NAME --out DIR
     teachbot eval raider --method precond --recovery --llm-base-url URL --llm-model NAME --out DIR  # + Recov_Plan
     teachbot eval raider --method raider --judge --recovery --judge-model NAME ... --trials 3 --out DIR
+    teachbot eval raider --stand-in --ablation BASIC --out DIR                 # offline: a stand-in that reads its prompt
+
+The paper's protocol is the default: profile paper (config/raider.yaml: tools that return facts, the zero-shot
+Figure 4 prompt, call_tool{...}, its four warnings) and, for --method precond, the paper's Table B.3 action models.
+Deviations are named options, off by default, and the report lists those that were on: --profile guided (teachbot's
+variant before issue 28), --precond-checks broad.
 
 The judge and the recovery planner are the --judge-model (on --judge-base-url, default the same endpoint) when
 one is given, else the model under test; summary.json records which (models.judge_is_model_under_test).
@@ -17,6 +23,7 @@ import copy
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from teachbot.commands.llm_args import check_endpoint, llm_config
 from teachbot.errors import ConfigError
@@ -29,7 +36,22 @@ def register(kinds: argparse._SubParsersAction) -> None:
                    help="raider: the agent; precond: predefined precondition checks (no model); visual-obs: the whole "
                         "scene described instead of tools")
     p.add_argument("--ablation", default="", choices=("", "BASIC", "QGEN", "GRND", "QGEN_GRND"),
-                   help="the agent's prompt (default: config/raider.yaml)")
+                   help="the paper's prompt ablation (§4.2.2): BASIC, QGEN, GRND or QGEN_GRND, the full procedure "
+                        "(default: config/raider.yaml)")
+    p.add_argument("--profile", default="", choices=("", "paper", "guided"),
+                   help="paper: the paper's protocol (default, config/raider.yaml); guided: a labelled deviation, teachbot's "
+                        "variant before issue 28 (tools that judge reach and ambiguity, a checklist in the Ask step, a worked "
+                        "example, no common sense, one 'Tool call:' per turn)")
+    p.add_argument("--precond-checks", default="paper", choices=("paper", "broad"),
+                   help="--method precond: paper, the paper's Table B.3 action models (default); broad, a labelled deviation, "
+                        "teachbot's wider checker (reach, blockage, kind, sentences by keywords)")
+    p.add_argument("--stand-in", action="store_true",
+                   help="no LLM: --method raider with a stand-in that decides only from the text of its prompt and the tool "
+                        "responses (teachbot.evaluation.raider_standin); it proves the harness, the ablation flags and the "
+                        "warning path, not any model")
+    p.add_argument("--stand-in-slip", type=float, default=0.1, metavar="SHARE",
+                   help="the stand-in's seeded share of turns that go wrong in a way a warning catches (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="the stand-in's seed (default 0)")
     p.add_argument("--tool-calling", default="", choices=("", "text", "native"), help="default: config/raider.yaml")
     p.add_argument("--world", default="all", choices=("all", "tabletop", "household"), help="only this world's cases")
     p.add_argument("--cases", action="append", default=[], metavar="FILE", help="case files (default: config/benchmarks/raider/)")
@@ -74,17 +96,30 @@ def run(args: argparse.Namespace) -> int:
     config = RaiderConfig.load()
     if args.ablation:
         config = replace(config, prompt=args.ablation)
+    if args.profile:
+        config = replace(config, profile=args.profile, examples=args.profile == "guided" or config.examples)
+    if args.stand_in and args.method != "raider":
+        raise ConfigError("--stand-in stands in for the model of --method raider only")
+    if not 0.0 <= args.stand_in_slip <= 1.0:
+        raise ConfigError(f"--stand-in-slip is a share within 0..1, got {args.stand_in_slip}")
     if args.tool_calling:
         config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
     model, judge_model, models = None, None, {}
     extras = args.recovery or args.judge
     if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config or args.judge_model):
         raise ConfigError("--recovery and --judge need a model; give --judge-model, or --llm-base-url and --llm-model (or --llm-config)")
-    if args.method != "precond" or extras:
+    if args.stand_in:
+        from teachbot.evaluation.raider_standin import RaiderStandIn  # deferred: loaded when the command runs
+
+        model = RaiderStandIn(args.stand_in_slip, args.seed).model()
+        models["under_test"] = f"stand-in (reads its prompt; slip {args.stand_in_slip:g}, seed {args.seed})"
+        if extras and not args.judge_model:
+            raise ConfigError("--recovery and --judge with --stand-in need a --judge-model (and --judge-base-url)")
+    if (args.method != "precond" and not args.stand_in) or extras:
         from teachbot.llm.factory import model_from_config, role_settings  # deferred: loaded when the command runs
 
         raw = llm_config(args)
-        if args.method != "precond" or not args.judge_model:
+        if (args.method != "precond" and not args.stand_in) or not args.judge_model:
             check_endpoint(raw, "issue_detection")
             model = model_from_config(raw, "issue_detection")
             if args.method != "precond":
@@ -115,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
         from teachbot.evaluation.raider_judge import ExplanationJudge  # deferred: pybullet, loaded when the command runs
 
         judge = ExplanationJudge(judge_model)
+    protocol = _protocol(args, config)
     settings = {"method": args.method, "ablation": config.prompt, "tool_calling": args.tool_calling, "world": args.world,
                 "cases": sorted(args.cases), "limit": args.limit, "judge": args.judge, "recovery": args.recovery,
-                "models": models, "trials": args.trials}
+                "models": models, "trials": args.trials, "protocol": protocol}
     done = open_output(out, settings)
     trace_into(out / "traces", "teachbot-eval-raider")  # every run's trace beside its results (their trace_id)
     bar = None
@@ -125,17 +161,43 @@ def run(args: argparse.Namespace) -> int:
         from tqdm import tqdm  # deferred: tqdm, loaded when the command runs
 
         bar = tqdm(total=len(cases) * args.trials, initial=len(done), unit="check", desc=args.method)
-    scores = run_cases(cases, checker_factory(args.method, model, config), out,
+    scores = run_cases(cases, checker_factory(args.method, model, config, args.precond_checks), out,
                        progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover, judge=judge,
-                       trials=args.trials, done=done)
+                       trials=args.trials, done=done, tool_style=config.tool_style if args.method != "precond" else "facts")
     if bar is not None:
         bar.close()
-    summary = write_outputs(scores, out, args.method, models)
+    summary = write_outputs(scores, out, args.method, models, protocol)
     o = summary["overall"]
     recovered = f", Recov_Plan {o['recov_plan']:.1f} % of {o['recov_n']}" if o.get("recov_plan") is not None else ""
     if o.get("expl_judge") is not None:
         recovered += f", Expl by the judge {o['expl_judge']:.1f} % of {o['judged_n']}"
     grnd = "-" if o["grnd"] is None else f"{o['grnd']:.1f} %"
+    if o.get("warned_turns"):
+        recovered += (f", warnings in {o['warned_turns']} turns (1-4: {', '.join(str(k) for k in o['warning_kinds'])}), "
+                      f"corrected {o['corrected']} ({o['corrected_share']:.1f} %)")
+    deviations = "; deviations: " + ", ".join(protocol["deviations"]) if protocol["deviations"] else ""
     print(f"{args.method}: {o['n']} checks, Grnd {grnd}, Det {o['det']:.1f} %, Expl {o['expl']:.1f} %, "
-          f"{o['time']:.3f} s per check{recovered}\nreport: {out / 'report.md'}", flush=True)
+          f"{o['time']:.3f} s per check{recovered}{deviations}\nreport: {out / 'report.md'}", flush=True)
     return 0
+
+
+def _protocol(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    """How the run was set up, and its deviations from the paper's protocol (the report lists them)."""
+    deviations: list[str] = []
+    if args.method == "precond":
+        out: dict[str, Any] = {"precond checks": args.precond_checks}
+        if args.precond_checks == "broad":
+            deviations.append("precond checks broad (teachbot's checker: more than Table B.3's action models)")
+    else:
+        out = {"profile": config.profile, "ablation": config.prompt,
+               "tool calling": config.tool_calling_for("") if not args.tool_calling else args.tool_calling,
+               "tools": config.tool_style}
+        if config.profile == "guided":
+            deviations.append("profile guided (tools judge reach and ambiguity, a checklist in the Ask step, no common "
+                              "sense, one 'Tool call:' per turn" + (", a worked example" if config.examples else "") + ")")
+        elif config.examples:
+            deviations.append("examples (ignored by the paper profile)")
+    if args.stand_in:
+        out["model"] = f"stand-in, slip {args.stand_in_slip:g}, seed {args.seed}"
+    out["deviations"] = deviations
+    return out

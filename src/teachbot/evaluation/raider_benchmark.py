@@ -31,6 +31,7 @@ from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model
 from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_json
 from teachbot.raider.config import RaiderConfig
+from teachbot.raider.pfm import warning_kind
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
@@ -70,6 +71,7 @@ class CaseScore:
     stated: list[str] = field(default_factory=list)
     warned_turns: int = 0  # model turns that drew a warning
     corrected: int = 0  # of those, the ones whose next turn drew none
+    warning_kinds: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # warnings 1-4 of the paper's PFM
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CaseScore:
@@ -112,6 +114,7 @@ def score(case: RaiderCase, result: CheckResult, known: Iterable[str], trial: in
         explained(case, result.final_response, result.explanation), result.elapsed, result.turns, len(result.tool_calls),
         len(result.warnings), result.stopped, trial=trial, stated=reasons(result.explanation),
         warned_turns=warned, corrected=corrected,
+        warning_kinds=[sum(1 for w in result.warnings if warning_kind(w) == k) for k in (1, 2, 3, 4)],
     )
 
 
@@ -143,7 +146,8 @@ class VisualObsChecker:
         started = time.monotonic()
         result = CheckResult(query, "", "")
         prompt = load_prompt("raider/visual_obs.txt").format(
-            world=load_prompt(f"raider/world_{self.world}.txt").strip(), scene=describe_scene(self.tools))
+            world=load_prompt(f"raider/world_{self.world}.txt").strip(), scene=describe_scene(self.tools),
+            limits=self.tools.reach.describe())
         try:
             completion = self.model.generate(prompt + SYSTEM_END + f"Action query: {query}\n", stop=(), max_tokens=600)
             result.turns = 1
@@ -162,10 +166,11 @@ class VisualObsChecker:
 Checker = Callable[[GroundedTools, str], Any]  # (tools, world) -> object with check(query)
 
 
-def checker_factory(method: str, model: Model | None = None, config: RaiderConfig | None = None) -> Checker:
-    """How to build ``method``'s checker for one case's tools."""
+def checker_factory(method: str, model: Model | None = None, config: RaiderConfig | None = None,
+                    precond_checks: str = "paper") -> Checker:
+    """How to build ``method``'s checker for one case's tools (precond: Table B.3's checks, or the broad ones)."""
     if method == "precond":
-        return lambda tools, world: PrecondChecker(tools, world)
+        return lambda tools, world: PrecondChecker(tools, world, precond_checks)
     if model is None:
         raise ValueError(f"method {method!r} needs a model (--llm-base-url/--llm-model, or a stand-in)")
     if method == "raider":
@@ -199,11 +204,12 @@ def open_output(out: Path, settings: dict[str, Any]) -> list[CaseScore]:
 def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | None = None,
               progress: Callable[[CaseScore], None] | None = None, recover: RecoveryPlanner | None = None,
               judge: ExplanationJudge | None = None, trials: int = 1, done: Sequence[CaseScore] = (),
-              on_trial: Callable[[int], None] | None = None) -> list[CaseScore]:
+              on_trial: Callable[[int], None] | None = None, tool_style: str = "facts") -> list[CaseScore]:
     """Check every case in its simulated world, ``trials`` times; the (case, trial) pairs in ``done`` are kept and
     skipped. With ``out``, append each new score to results.jsonl. With ``recover``, run the recovery plan of each
     case whose issue verdict is right (recovery.jsonl); with ``judge``, grade each explanation by the LLM judge too.
-    ``on_trial(t)`` is called before a trial's first new check (a stand-in reseeds itself there)."""
+    ``on_trial(t)`` is called before a trial's first new check (a stand-in reseeds itself there). ``tool_style``: the
+    grounded tools' (facts, the paper's; judged for the guided profile)."""
     wanted = {c.id for c in cases}
     scores = [s for s in done if s.id in wanted and s.trial < trials]
     finished = {(s.id, s.trial) for s in scores}
@@ -216,7 +222,7 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
                 on_trial(trial)
             for case in todo:
                 with evaluation_run("raider", task=case.id, issue=case.issue_type, world=case.world) as trace_id:
-                    scores.append(_run_case(case, worlds, make_checker, out, recover, judge, trace_id, trial))
+                    scores.append(_run_case(case, worlds, make_checker, out, recover, judge, trace_id, trial, tool_style))
                 if out is not None:
                     with (out / RESULTS).open("a") as f:
                         f.write(json.dumps(asdict(scores[-1])) + "\n")
@@ -226,9 +232,9 @@ def run_cases(cases: Sequence[RaiderCase], make_checker: Checker, out: Path | No
 
 
 def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: Path | None, recover: RecoveryPlanner | None,
-              judge: ExplanationJudge | None, trace_id: str, trial: int = 0) -> CaseScore:
+              judge: ExplanationJudge | None, trace_id: str, trial: int = 0, tool_style: str = "facts") -> CaseScore:
     """One case checked (and recovered, and judged, as asked), its score with its trace id."""
-    tools = worlds.tools_for(case)
+    tools = worlds.tools_for(case, tool_style)
     listing = json.loads(tools.object_detection())
     known = [*listing["objects"], *listing.get("places", [])]
     try:

@@ -327,17 +327,18 @@ class CaseWorlds:
                               f"but holds {held!r}")
         return world
 
-    def tools_for(self, case: RaiderCase) -> GroundedTools:
-        """The grounded tools over a fresh scene model of the case's world after its setup."""
+    def tools_for(self, case: RaiderCase, style: str = "facts") -> GroundedTools:
+        """The grounded tools (in ``style``: facts, the paper's, or judged) over a fresh scene model of the case's
+        world after its setup."""
         world = self.load(case)
         reach = Reach.for_robot(world.profile, self.config.reach.get(case.world, Reach.radius))  # the skills' workspace too
         if isinstance(world, HouseholdWorld):
             perception = HouseholdPerception(self._perception_configs["household"], world.layout, world.catalog)
             perceive_household(world, perception)
-            return GroundedTools(perception.queries, reach, layout=perception.layout)
+            return GroundedTools(perception.queries, reach, layout=perception.layout, style=style)
         tabletop = Perception(self._perception_configs["tabletop"], detector=make_detector("sim_ground_truth"))
         perceive_tabletop(world, tabletop)
-        return GroundedTools(tabletop.queries, reach)
+        return GroundedTools(tabletop.queries, reach, style=style)
 
     # ------------------------------------------------------------------ setup helpers
     @staticmethod

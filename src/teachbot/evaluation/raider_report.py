@@ -42,6 +42,7 @@ class Scored(Protocol):
     expl_judge: bool | None
     warned_turns: int
     corrected: int
+    warning_kinds: list[int]
 
 
 def rate(group: Sequence[Scored], value: Callable[[Scored], bool | None]) -> dict[str, Any]:
@@ -81,6 +82,10 @@ def rates(group: Sequence[Scored]) -> dict[str, Any]:
     warned = sum(s.warned_turns for s in group)
     out["warned_turns"], out["corrected"] = warned, sum(s.corrected for s in group)
     out["corrected_share"] = 100.0 * out["corrected"] / warned if warned else None
+    kinds = [getattr(s, "warning_kinds", None) or [0, 0, 0, 0] for s in group]
+    out["warning_kinds"] = [sum(k[i] for k in kinds) for i in range(4)]  # the paper's warnings 1-4
+    out["warned_checks"] = sum(1 for s in group if s.warned_turns)
+    out["warned_checks_share"] = 100.0 * out["warned_checks"] / len(group)
     return out
 
 
@@ -112,13 +117,24 @@ def report_markdown(summary: dict[str, Any], method: str) -> str:
     if o.get("judged_n"):
         extra += f" Expl by the LLM judge {_pct(o, 'expl_judge')} % of {o['judged_n']} graded."
     if o.get("warned_turns"):
-        extra += (f" Warnings: {o['warned_turns']} model turns drew one; the model corrected itself after "
-                  f"{o['corrected']} of them ({o['corrected_share']:.1f} %).")
+        kinds = o.get("warning_kinds") or [0, 0, 0, 0]
+        extra += (f" Warnings: {o['warned_turns']} model turns drew one ({o.get('warned_checks', 0)} checks, "
+                  f"{o.get('warned_checks_share', 0.0):.1f} % of them; warnings 1-4 of the paper's PFM: "
+                  f"{', '.join(str(k) for k in kinds)}); the model corrected itself after {o['corrected']} of them "
+                  f"({o['corrected_share']:.1f} %; the paper: warnings in 5.3 % of its cases, corrected in 86.8 %).")
+    elif "warned_turns" in o and method != "precond":
+        extra += " Warnings: none drew one."
     models = summary.get("models") or {}
     lines = [f"# Issue detection: {method}", "",
              f"{o['n']} case checks ({o['trials']} trial{'s' if o['trials'] != 1 else ''}). Grnd {_pct(o, 'grnd')} % of "
              f"{o['grnd_n']} that need grounding, Det {_pct(o, 'det')} %, Expl {_pct(o, 'expl')} %, mean time "
              f"{o['time']:.3f} s per check.{extra}", ""]
+    protocol = summary.get("protocol") or {}
+    if protocol:
+        lines += ["Protocol: " + "; ".join(f"{k} {v}" for k, v in protocol.items() if k != "deviations") + ".",
+                  "", ("Deviations from the paper's protocol (named options, on in this run): "
+                       + "; ".join(protocol["deviations"]) + ".") if protocol.get("deviations")
+                  else "Deviations from the paper's protocol: none.", ""]
     if models:
         lines += ["Models: " + "; ".join(f"{role} {name}" for role, name in models.items() if role != "judge_is_model_under_test")
                   + (" (the judge and the planner are the model under test: not independent)" if models.get("judge_is_model_under_test")
@@ -161,10 +177,14 @@ def report_markdown(summary: dict[str, Any], method: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(scores: Sequence[Scored], out: Path, method: str, models: dict[str, Any] | None = None) -> dict[str, Any]:
-    """summary.json and report.md in ``out`` (results.jsonl is written while running)."""
+def write_outputs(scores: Sequence[Scored], out: Path, method: str, models: dict[str, Any] | None = None,
+                  protocol: dict[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json and report.md in ``out`` (results.jsonl is written while running). ``protocol``: how the run was
+    set up (profile, ablation, precond checks, stand-in) and its ``deviations`` from the paper's protocol."""
     summary = summarise(scores)
     summary["method"] = method
+    if protocol:
+        summary["protocol"] = protocol
     if models:
         summary["models"] = models
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,12 +1,15 @@
 """The RAIDER agent: Ground, Ask&Answer, Issue, with a program flow manager (PFM) over each LLM turn.
 
-Each turn the model writes its reasoning and either one tool call or the final response. The PFM
-runs the tool and appends its response, or appends one of four warnings and lets the model try
-again: a tool response the model wrote itself, a tool that does not exist, a tool call that failed,
-a turn with neither a tool call nor a final response. A check ends with the final response, or
-without a verdict at the time limit or the turn limit. Two ways of calling tools: ``text`` (the
-paper's ``Tool call: name(args)`` lines, any completion or chat model) and ``native`` (the OpenAI
-tools API, a :class:`teachbot.llm.base.ToolChatModel`). Pure Python, no ROS.
+Two profiles (config/raider.yaml ``profile``). ``paper``, the default, is the RAIDER paper's protocol: the
+zero-shot Figure 4 prompt (task objective, procedure, tools, constraints with the arm's reach, tool-call
+instructions), the object list in the first message, tools that return facts, ``call_tool{...}`` calls (several
+per turn, run in order, arguments in order or by name) and the PFM's four warnings (teachbot.raider.pfm). The
+``guided`` profile is a labelled ablation, teachbot's variant before issue 28: one ``Tool call: name(args)`` line
+per turn, tools that judge, a checklist in the Ask step and, with ``examples``, a worked example; its warnings
+are the same four in other words. A check ends with the final response, or without a verdict at the time limit
+or the turn limit. Two ways of calling tools in either profile: ``text`` (any completion or chat model) and
+``native`` (the OpenAI tools API, a :class:`teachbot.llm.base.ToolChatModel`); native arguments are passed by
+name. Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from teachbot.errors import ConfigError
 from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model, ToolChatModel
 from teachbot.raider.config import RaiderConfig
-from teachbot.raider.tools import TOOL_DOCS, GroundedTools, ToolError
+from teachbot.raider.tools import TOOL_DOCS, TOOL_PARAMETERS, GroundedTools, Reach, ToolError, tool_docs
 
 VERDICTS = ("ambiguity", "unfeasibility", "none")
 TOOL_CALL = "Tool call:"
@@ -77,12 +80,22 @@ class CheckResult:
         return {"final_response": self.final_response, "explanation": self.explanation}
 
 
-def build_system_prompt(world: str, config: RaiderConfig, tool_calling: str = "text") -> str:
-    """The agent's system prompt from prompts/raider/: world, procedure (the ablation), tools, the
-    tool-call format (text lines or native calls) and, in the text format, a worked example."""
+def build_system_prompt(world: str, config: RaiderConfig, tool_calling: str = "text", reach: Reach | None = None) -> str:
+    """The agent's system prompt from prompts/raider/. Paper profile: the Figure 4 sections (task objective,
+    procedure steps of the ablation, tool description, constraints with ``reach`` stated, tool-call
+    instructions). Guided profile: world, procedure, tools, the tool-call format and, in the text format with
+    ``examples``, a worked example."""
     if world not in ("tabletop", "household"):
         raise ConfigError(f"unknown world {world!r} for issue detection; use tabletop or household")
-    tools = "\n".join(f"- {doc}" for doc in TOOL_DOCS.values())
+    tools = "\n".join(f"- {doc}" for doc in tool_docs(config.tool_style).values())
+    if config.profile == "paper":
+        return load_prompt("raider/paper_system.txt").format(
+            procedure=load_prompt(f"raider/paper_procedure_{config.prompt.lower()}.txt").strip(),
+            tools=tools,
+            limits=(reach or config.reach_for(world)).describe(),
+            world=load_prompt(f"raider/paper_world_{world}.txt").strip(),
+            format=load_prompt(f"raider/paper_format_{tool_calling}.txt").strip(),
+        ).rstrip() + "\n"
     return load_prompt("raider/system.txt").format(
         world=load_prompt(f"raider/world_{world}.txt").strip(),
         procedure=load_prompt(f"raider/procedure_{config.prompt.lower()}.txt").strip(),
@@ -90,6 +103,21 @@ def build_system_prompt(world: str, config: RaiderConfig, tool_calling: str = "t
         format=load_prompt(f"raider/format_{tool_calling}.txt").strip(),
         examples=load_prompt("raider/examples.txt") if config.examples and tool_calling == "text" else "",
     ).rstrip() + "\n"
+
+
+def bind_args(name: str, args: list[Any] | dict[str, Any]) -> list[Any]:
+    """A tool's arguments in its parameters' order: a list as it is, an object bound by the parameters' names
+    (ToolError for a name the tool does not take, or a parameter left out)."""
+    if not isinstance(args, dict):
+        return list(args)
+    params = list(TOOL_PARAMETERS.get(name, {}))
+    unknown = sorted(set(args) - set(params))
+    missing = [p for p in params if p not in args]
+    if unknown or missing:
+        raise ToolError(f"{TOOL_DOCS[name].split(' -> ')[0]} takes {', '.join(params) or 'no arguments'}"
+                        + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                        + (f"; missing: {', '.join(missing)}" if missing else ""))
+    return [args[p] for p in params]
 
 
 # ---------------------------------------------------------------------- parsing a turn
@@ -196,7 +224,8 @@ class RaiderAgent:
         self.world = world
         self.config = config or RaiderConfig.load()
         self.clock = clock
-        self.system = build_system_prompt(world, self.config, self.tool_calling)
+        reach = getattr(tools, "reach", None)  # the grounded tools' own reach; remote tools: the config's
+        self.system = build_system_prompt(world, self.config, self.tool_calling, reach if isinstance(reach, Reach) else None)
 
     @property
     def tool_calling(self) -> str:
@@ -213,7 +242,11 @@ class RaiderAgent:
         result = CheckResult(query.strip(), "", "")
         started = self.clock()
         try:
-            if self.tool_calling == "native":
+            if self.config.profile == "paper":
+                from teachbot.raider import pfm  # the paper's PFM loops (pfm imports this module's helpers)
+
+                (pfm.run_native if self.tool_calling == "native" else pfm.run_text)(self, result, started)
+            elif self.tool_calling == "native":
                 self._run_native(result, started)
             else:
                 self._run_text(result, started)
@@ -236,18 +269,29 @@ class RaiderAgent:
             return True
         return False
 
-    def _use_tool(self, result: CheckResult, name: str, args: list[Any], shown: str) -> tuple[str, str]:
-        """(tool response, warning): exactly one of them is non-empty."""
+    def _use_tool(self, result: CheckResult, name: str, args: list[Any] | dict[str, Any], shown: str,
+                  made_up: str = WARN_MADE_UP_TOOL, failed: str = WARN_FAILED_CALL) -> tuple[str, str]:
+        """(tool response, warning): exactly one of them is non-empty. ``args`` in the tool's order, or by name
+        (bound to the tool's parameters by their names, never by the order they came in)."""
         if name not in TOOL_DOCS:
-            result.tool_calls.append(ToolUse(name, args, "", False))
-            return "", WARN_MADE_UP_TOOL.format(name=name, tools=", ".join(TOOL_DOCS))
+            result.tool_calls.append(ToolUse(name, list(args.values()) if isinstance(args, dict) else args, "", False))
+            return "", made_up.format(name=name, tools=", ".join(TOOL_DOCS))
         try:
-            answer = self.tools.call(name, args)
+            values = bind_args(name, args)
+            answer = self.tools.call(name, values)
         except ToolError as exc:
-            result.tool_calls.append(ToolUse(name, args, str(exc), False))
-            return "", WARN_FAILED_CALL.format(call=shown, error=exc)
-        result.tool_calls.append(ToolUse(name, args, answer, True))
+            result.tool_calls.append(ToolUse(name, list(args.values()) if isinstance(args, dict) else args, str(exc), False))
+            return "", failed.format(call=shown, error=exc)
+        result.tool_calls.append(ToolUse(name, values, answer, True))
         return answer, ""
+
+    def first_message(self, query: str) -> str:
+        """The paper's input message: the query and the list of objects in the scene."""
+        try:
+            listing = self.tools.call("object_detection", [])
+        except ToolError as exc:
+            listing = f"unknown ({exc})"
+        return f"Action query: {query}\nObjects in the scene: {listing}"
 
     def _finish(self, result: CheckResult, value: dict[str, Any]) -> str:
         """Take a final response; '' when accepted, else the warning."""
@@ -288,19 +332,13 @@ class RaiderAgent:
     # -------------------------------------------------------------- native tool calls
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function definitions, and ``final_response`` as one more."""
-        params = {
-            "robot_holding": {}, "object_detection": {},
-            "dist_to_target": {"target": "an object or place"},
-            "get_obj_state": {"obj": "an object or place"},
-            "check_obj_relationship": {"relationship": "a relationship", "obj": "an object or place"},
-            "get_obj_properties": {"obj": "an object or place"},
-        }
+        docs = tool_docs(self.config.tool_style)
         out = [{"type": "function", "function": {
-            "name": name, "description": TOOL_DOCS[name],
+            "name": name, "description": docs[name],
             "parameters": {"type": "object", "properties": {k: {"type": "string", "description": d} for k, d in p.items()},
-                           "required": list(p)}}} for name, p in params.items()]
+                           "required": list(p)}}} for name, p in TOOL_PARAMETERS.items()]
         out.append({"type": "function", "function": {
-            "name": "final_response", "description": "Give the verdict; ends the check.",
+            "name": "final_response", "description": "Give the final response (the verdict); ends the check.",
             "parameters": {"type": "object", "properties": {
                 "final_response": {"type": "string", "enum": list(VERDICTS)},
                 "explanation": {"type": "string"},
@@ -341,7 +379,7 @@ class RaiderAgent:
                     notes += [warning] if warning else []
                     done = done or not warning
                 else:
-                    answer, warning = self._use_tool(result, call.name, list(kwargs.values()), f"{call.name}({call.arguments})")
+                    answer, warning = self._use_tool(result, call.name, kwargs, f"{call.name}({call.arguments})")
                     content = answer or f"{WARNING} {warning}"
                     notes += [warning] if warning else []
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})

@@ -1,4 +1,12 @@
-"""config/raider.yaml as a typed dataclass; a bad value names its key."""
+"""config/raider.yaml as a typed dataclass; a bad value names its key.
+
+``profile``: ``paper`` (the default, the RAIDER paper's protocol: tools that return facts, the zero-shot
+Figure 4 prompt with the reach stated in its constraints, the object list in the first message,
+``call_tool{...}`` calls, several per turn, and the four warnings of its program flow manager) or ``guided``
+(a labelled ablation, teachbot's variant before issue 28: tools that judge reach and ambiguity, a checklist in
+the Ask step, a ban on common sense, one ``Tool call:`` line per turn and, with ``examples``, a worked
+example).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from teachbot.robot_profile import RobotProfile
 
 ABLATIONS = ("BASIC", "QGEN", "GRND", "QGEN_GRND")
 TOOL_CALLING = ("text", "native")
+PROFILES = ("paper", "guided")
 GUARD_MODES = ("off", "warn", "block")
 
 
@@ -23,7 +32,8 @@ class RaiderConfig:
     """Everything under ``raider:``."""
 
     prompt: str = "QGEN_GRND"
-    examples: bool = True
+    profile: str = "paper"
+    examples: bool = False
     tool_calling: str = "text"
     tool_calling_by_model: Mapping[str, str] = field(default_factory=dict)
     time_limit: float = 20.0
@@ -36,7 +46,8 @@ class RaiderConfig:
     source: str = "config/raider.yaml"
 
     def __post_init__(self) -> None:
-        checks = [("prompt", self.prompt, ABLATIONS), ("tool_calling", self.tool_calling, TOOL_CALLING)]
+        checks = [("prompt", self.prompt, ABLATIONS), ("tool_calling", self.tool_calling, TOOL_CALLING),
+                  ("profile", self.profile, PROFILES)]
         checks += [(f"tool_calling_by_model.{k}", v, TOOL_CALLING) for k, v in self.tool_calling_by_model.items()]
         checks += [(f"guard.{k}", v, GUARD_MODES) for k, v in self.guard.items()]
         for key, value, allowed in checks:
@@ -83,6 +94,11 @@ class RaiderConfig:
         radius = self.reach.get(world, Reach.radius)
         name = self.robots.get(world)
         return Reach.for_robot(RobotProfile.load(name), radius) if name else Reach(radius, mobile=world == "household")
+
+    @property
+    def tool_style(self) -> str:
+        """The grounded tools' style for this profile: facts (paper) or judged (guided)."""
+        return "judged" if self.profile == "guided" else "facts"
 
     def guard_mode(self, profile: str) -> str:
         return self.guard.get(profile, "off")

@@ -1,6 +1,22 @@
 """The ``precond`` baseline: predefined precondition checks per action, answered by the grounded tools.
 
-No model and no reasoning: a structured query ``verb(args)`` is parsed as a call; a sentence by keywords
+Two sets of checks. ``paper`` (the default): the RAIDER paper's action models only (its Appendix B.1, Table
+B.3), nested checks of a structured query ``verb(args)``; unstructured queries are not supported (no verdict, as
+the paper says of this method). pick(object, location): is_present object, robot_holding none, if the location
+is openable: is_open location. place(object, location): is_present object, robot_holding object, if the
+location is openable: is_open location. open/close(receptacle): is_present, robot_holding none, is_openable,
+is_closed / is_open. turnon/turnoff(object): is_present, robot_holding none, is_toggeable (the direction of a
+``toggle`` is unknown, so not its on/off state). slice(object): is_present, robot_holding knife, is_sliceable,
+not_sliced. Mapped here: grasp and pick are pick (the location: the container the object is inside);
+place_object(target) and place(obj, target) are place; put_first_on_second is pick then place; toggle is
+turnon/turnoff. Two actions have no model in the table and get the nearest one's checks:
+handover_object_to_human() is place(held object, person) and wipe(surface) is slice with the sponge.
+``is_present`` takes the first of the names that fit (no uniqueness check in the table). Reach, blockage
+and kind beyond the table are not checked; an explanation is the failed check in words, or the checks that
+held.
+
+``broad`` (a labelled option, teachbot's checker before issue 28): more than the table. A structured
+query is parsed as a call; a sentence by keywords
 (verbs and their synonyms give the action; its arguments are object or place names found word for word
 in the sentence, the longest for a one-argument action, in order for two; failing a full name, a
 name's last word such as "cup"). Then each action runs a fixed list of checks: the object exists and
@@ -21,6 +37,8 @@ from typing import Any
 
 from teachbot.raider.agent import CheckResult, ToolUse, parse_call
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
+
+PRECOND_CHECKS = ("paper", "broad")
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,17 @@ ACTIONS: dict[str, ActionSpec] = {
     "place": ActionSpec("tabletop", 2, "first", ("put down", "set down", "place", "drop"), target=True),
     "put_first_on_second": ActionSpec("tabletop", 2, "free", ("put", "move", "stack", "set"), "graspable", take=True, target=True),
 }
+PICK = ("present", "hand_none", "location_open")
+PLACE = ("present", "hand_object", "target_open")
+TABLE_B3: dict[str, tuple[str, ...]] = {  # the paper's Table B.3, for this robot's actions (see the module's docstring)
+    "grasp": PICK, "pick": PICK, "put_first_on_second": (*PICK, "target_open"),
+    "place_object": PLACE, "place": PLACE, "handover_object_to_human": ("present", "hand_object"),
+    "open": ("present", "hand_none", "is_openable", "is_closed"), "close": ("present", "hand_none", "is_openable", "is_open"),
+    "toggle": ("present", "hand_none", "is_togglable"),
+    "slice": ("present", "hand_knife", "is_sliceable", "not_sliced"), "wipe": ("present", "hand_sponge"),
+}
+STATE_CHECKS = {"is_closed": ("open", "True", "open"), "is_open": ("open", "False", "closed"),
+                "not_sliced": ("sliced", "True", "sliced")}
 STATE_WORDS = {("open", "True"): "open", ("open", "False"): "closed", ("sliced", "True"): "sliced", ("clean", "True"): "clean"}
 
 
@@ -119,11 +148,15 @@ def _target(spec: ActionSpec, names: list[str]) -> str:
 
 
 class PrecondChecker:
-    """The predefined checks over one scene's tools; ``check(query)`` as :class:`RaiderAgent`'s."""
+    """The predefined checks over one scene's tools; ``check(query)`` as :class:`RaiderAgent`'s. ``checks``:
+    paper (Table B.3's action models, the default) or broad (see the module's docstring)."""
 
-    def __init__(self, tools: GroundedTools, world: str) -> None:
+    def __init__(self, tools: GroundedTools, world: str, checks: str = "paper") -> None:
+        if checks not in PRECOND_CHECKS:
+            raise ValueError(f"unknown precond checks {checks!r}; use one of {', '.join(PRECOND_CHECKS)}")
         self.tools = tools
         self.world = world
+        self.checks = checks
         self._result = PrecondResult("", "", "")
 
     def check(self, query: str) -> PrecondResult:
@@ -132,6 +165,11 @@ class PrecondChecker:
         result = PrecondResult(query.strip(), "", "")
         self._result = result
         listing = json.loads(self._call("object_detection"))
+        if self.checks == "paper":
+            self._table_b3(query)
+            result.turns = 1
+            result.elapsed = time.monotonic() - started
+            return result
         action, args = parse_query(query, self.world, [*listing.get("objects", []), *listing.get("places", [])])
         if not action:
             result.explanation, result.stopped = f"no action of the {self.world} robot recognised in {query!r}", "unknown_action"
@@ -172,7 +210,7 @@ class PrecondChecker:
                 names.append(arg)
                 continue
             try:
-                names.append(self._json("get_obj_properties", arg)["name"])
+                names.append(self.tools.resolve(arg))
             except ToolError as exc:
                 ambiguous = "could be" in str(exc)
                 self._result.grounding = re.findall(r"any of (.*); name", str(exc))[0].split(", ") if "any of" in str(exc) else []
@@ -255,6 +293,83 @@ class PrecondChecker:
     def _reach(self, action: str, spec: ActionSpec, names: list[str], held: str) -> tuple[str, str] | None:
         for name in (n for n in names if not n.startswith("[")):
             answer = self._call("dist_to_target", name)
-            if "within" not in answer.rsplit(";", 1)[-1]:  # here, or after driving to its place
+            if not self.tools.reachable(name):  # here, or after driving to its place
                 return "IU1", f"{name} is out of reach: {answer}"
+        return None
+
+    # ------------------------------------------------------------------ the paper's Table B.3
+    def _table_b3(self, query: str) -> None:
+        """The paper's action models: the nested checks of Table B.3 on a structured query."""
+        r = self._result
+        try:
+            verb, raw = parse_call(query)
+        except ValueError:
+            r.explanation, r.stopped = f"unstructured query {query!r}: not supported by the predefined action models", "unsupported"
+            return
+        model = TABLE_B3.get(verb)
+        if model is None or ACTIONS[verb].world != self.world:
+            r.explanation, r.stopped = f"no predefined action model for {verb!r}", "unknown_action"
+            return
+        args = [str(a).strip().strip("\'\"") for a in raw[: ACTIONS[verb].args]]
+        names: list[str] = []
+        for arg in args:
+            if arg.startswith("["):  # a position [x, y]: nothing to look up
+                names.append(arg)
+                continue
+            try:
+                names.append(self.tools.matches(arg)[0])  # is_present: the table has no uniqueness check
+            except ToolError:
+                r.grounding = [n for n in names if not n.startswith("[")]
+                self._verdict("IU3", f"is_present {arg}: false, {arg} is not present in the scene")
+                return
+        r.grounding = [n for n in names if not n.startswith("[")]
+        held = self._held()
+        passed: list[str] = []
+        for check in model:
+            failed = self._b3(check, verb, names, held, passed)
+            if failed:
+                self._verdict(*failed)
+                return
+        self._verdict("IN", f"{verb}({', '.join(names)}): " + "; ".join(passed))
+
+    def _b3(self, check: str, verb: str, names: list[str], held: str, passed: list[str]) -> tuple[str, str] | None:
+        """One check of Table B.3; a failure's (issue type, explanation), or None with the check appended to ``passed``."""
+        first = names[0] if names else held
+        if check == "present":
+            passed.append(f"{', '.join(names) or 'everything named'} present")
+        elif check == "hand_none":
+            if held:
+                return "IU6", f"robot_holding none: false, the robot is holding {held} (the hand is full)"
+            passed.append("robot_holding none")
+        elif check == "hand_object":  # place: the object placed is the one held
+            wanted = names[0] if verb == "place" else ""
+            if not held or (wanted and held != wanted):
+                return "IU6", (f"robot_holding {wanted or 'object'}: false, the robot is "
+                               + (f"holding {held}" if held else "holding nothing (the hand is empty)"))
+            passed.append(f"robot_holding {held}")
+        elif check in ("hand_knife", "hand_sponge"):
+            tool = check.split("_")[1]
+            kind = json.loads(self._call("get_obj_properties", held)).get("category", "") if held else ""
+            if kind != tool:
+                return "IU6", (f"robot_holding {tool}: false, the robot is "
+                               + (f"holding {held}, not the {tool}" if held else f"holding nothing (the hand is empty), not the {tool}"))
+            passed.append(f"robot_holding {tool}")
+        elif check in ("location_open", "target_open"):  # pick: the container it is inside; place: the target
+            location = names[-1] if check == "target_open" and names else (
+                self._json("get_obj_state", first).get("inside", "") if check == "location_open" else "")
+            if location and not location.startswith("[") and self._json("get_obj_properties", location).get("openable") == "true":
+                if self._json("get_obj_state", location).get("open") == "False":
+                    return "IU2", f"is_open {location}: false, the {location} is closed" + (
+                        f" and {first} is inside it" if check == "location_open" else "")
+                passed.append(f"{location} open")
+        elif check in STATE_CHECKS:  # a state: (flag, value that fails, words)
+            flag, bad, words = STATE_CHECKS[check]
+            if self._json("get_obj_state", first).get(flag) == bad:
+                return "IU4", f"{check.replace('_', ' ')} {first}: false, {first} is already {words}"
+            passed.append(f"{first} not {words}")
+        else:  # a property: is_openable, is_togglable, is_sliceable
+            prop = check[3:]
+            if json.loads(self._call("get_obj_properties", first)).get(prop) != "true":
+                return "IU5", f"is_{prop} {first}: false, {first} is not {prop}"
+            passed.append(f"{first} {prop}")
         return None
