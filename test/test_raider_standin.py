@@ -111,3 +111,13 @@ def test_eval_raider_stand_in_from_the_command_line(tmp_path, capsys):
     assert "Deviations from the paper's protocol: none." in (tmp_path / "q" / "report.md").read_text()
     assert main([*base, "--method", "precond", "--stand-in", "--out", str(tmp_path / "x")]) != 0  # raider only
     capsys.readouterr()
+
+
+def test_native_tool_calling_with_the_stand_in(cases):
+    group = [c for c in cases.values() if c.world == "tabletop"][:40]
+    native = replace(RaiderConfig(), tool_calling="native")
+    calm = run_cases(group[:12], checker_factory("raider", RaiderStandIn().native_model(), native))
+    text = run_cases(group[:12], checker_factory("raider", RaiderStandIn().model(), RaiderConfig()))
+    assert [s.verdict for s in calm] == [s.verdict for s in text] and not any(s.warnings for s in calm)
+    slipping = summarise(run_cases(group, checker_factory("raider", RaiderStandIn(0.35, 5).native_model(), native)))["overall"]
+    assert all(k > 0 for k in slipping["warning_kinds"]) and 0 < slipping["corrected"] <= slipping["warned_turns"]

@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.stand_in:
         from teachbot.evaluation.raider_standin import RaiderStandIn  # deferred: loaded when the command runs
 
-        model = RaiderStandIn(args.stand_in_slip, args.seed).model()
+        stand_in = RaiderStandIn(args.stand_in_slip, args.seed)
+        model = stand_in.native_model() if config.tool_calling_for("stand-in:raider") == "native" else stand_in.model()
         models["under_test"] = f"stand-in (reads its prompt; slip {args.stand_in_slip:g}, seed {args.seed})"
         if extras and not args.judge_model:
             raise ConfigError("--recovery and --judge with --stand-in need a --judge-model (and --judge-base-url)")
@@ -193,8 +194,10 @@ def _protocol(args: argparse.Namespace, config: Any) -> dict[str, Any]:
                "tool calling": config.tool_calling_for("") if not args.tool_calling else args.tool_calling,
                "tools": config.tool_style}
         if config.profile == "guided":
+            text = out["tool calling"] == "text"
             deviations.append("profile guided (tools judge reach and ambiguity, a checklist in the Ask step, no common "
-                              "sense, one 'Tool call:' per turn" + (", a worked example" if config.examples else "") + ")")
+                              "sense, one " + ("'Tool call:'" if text else "native call") + " per turn, no warning 1"
+                              + (", a worked example" if config.examples and text else "") + ")")
         elif config.examples:
             deviations.append("examples (ignored by the paper profile)")
     if args.stand_in:

@@ -15,6 +15,9 @@ the query, the object list and every tool response so far. Then it follows the p
 - ISSUE: it decides from the answers, in a fixed order (hand, properties, state, obstruction, reach), and names
   the facts it used.
 
+It reads text tool calling (one prompt string) and native tool calling (the messages of the OpenAI tools API, as
+``ScriptedModel(native_tools=True)`` hands them over) alike, and answers in the same mode.
+
 ``slip``: a seeded chance, per turn, that the turn goes wrong in one of the ways the paper's warnings catch: a
 final response written while tool calls are pending (Warning 1), a made-up tool (2), a malformed call (3), or
 neither a call nor a final response (4). The next turn sees the warning and the tool responses and carries on
@@ -34,7 +37,7 @@ from typing import Any
 from teachbot.llm.base import SYSTEM_END
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.raider.precond import ACTIONS, find_names, parse_query
-from teachbot.raider.tools import normalise
+from teachbot.raider.tools import TOOL_PARAMETERS, normalise
 
 Call = tuple[str, tuple[str, ...]]
 TAKE = ("grasp", "pick", "put_first_on_second", "slice")
@@ -70,6 +73,36 @@ class Reading:
     places: list[str]
     answers: dict[Call, str] = field(default_factory=dict)
     turns: int = 0
+    native: bool = False  # the conversation came as native tool-calling messages
+
+
+def read_native(prompt: str) -> Reading:
+    """A native tool-calling conversation (``teachbot.llm.tool_calls.conversation_prompt``'s JSON) read as the text
+    one: the system prompt, the first message, and each call's answer (a warning is no answer)."""
+    messages = json.loads(prompt)["messages"]
+    calls: dict[str, Call] = {}
+    for m in messages:
+        for c in m.get("tool_calls") or []:
+            try:
+                args = json.loads(c["function"]["arguments"] or "{}")
+            except json.JSONDecodeError:
+                continue
+            values = tuple(args.values()) if isinstance(args, dict) else tuple(args)
+            calls[c["id"]] = (c["function"]["name"], tuple(str(v) for v in values))
+    tools = [m for m in messages if m["role"] == "tool" and m["tool_call_id"] in calls]
+    text = "".join(f"{m['content']}\n" for m in messages if m["role"] == "user")
+    reading = read_prompt(messages[0]["content"] + SYSTEM_END + "Action query:" + text.split("Action query:", 1)[-1])
+    reading.native, reading.paper = True, "Task Objective" in messages[0]["content"]
+    reading.turns = sum(1 for m in messages if m["role"] == "assistant")
+    for m in tools:
+        content = str(m["content"])
+        if content.startswith(("Warning", "accepted")):
+            continue
+        reading.answers[calls[m["tool_call_id"]]] = content.split(" returned ", 1)[1] if content.startswith("Call to tool") else content
+    if reading.objects is None and ("object_detection", ()) in reading.answers:
+        data = json.loads(reading.answers[("object_detection", ())])
+        reading.objects, reading.places = list(data.get("objects", [])), list(data.get("places", []))
+    return reading
 
 
 def read_prompt(prompt: str) -> Reading:
@@ -349,8 +382,12 @@ class RaiderStandIn:
         """The stand-in as a model (text tool calls)."""
         return ScriptedModel(respond=self, stop=(), name="stand-in:raider")
 
+    def native_model(self) -> ScriptedModel:
+        """The stand-in as a model with native tool calling (the OpenAI tools API's messages)."""
+        return ScriptedModel(respond=self, stop=(), name="stand-in:raider", native_tools=True)
+
     def __call__(self, prompt: str) -> str:
-        reading = read_prompt(prompt)
+        reading = read_native(prompt) if prompt.startswith('{"messages"') else read_prompt(prompt)
         digest = hashlib.sha256(f"{self.seed}\n{prompt}".encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         try:
@@ -358,6 +395,8 @@ class RaiderStandIn:
         except Need as need:
             answer = need.calls if reading.paper else need.calls[:1]
         slip = SLIPS[rng.randrange(len(SLIPS))] if rng.random() < self.slip else ""
+        if reading.native:
+            return write_native(answer, slip, reading.turns)
         return "Thought: " + write(reading.paper, answer, slip)
 
 
@@ -383,3 +422,23 @@ def write(paper: bool, answer: dict[str, Any] | list[Call], slip: str = "") -> s
         guess = final("none", "No issue: the robot can do it.", [])
         return f"Checking.\n{calls}\n" + ("" if paper else "Final response: ") + json.dumps(guess)
     return f"Checking.\n{calls}"
+
+
+def write_native(answer: dict[str, Any] | list[Call], slip: str, turn: int) -> str:
+    """One native turn as ``ScriptedModel`` takes it: plain text, or ``{"content", "tool_calls"}`` with arguments by name."""
+    def named(call: Call, n: int) -> dict[str, Any]:
+        return {"id": f"t{turn}-{n}", "name": call[0], "arguments": dict(zip(TOOL_PARAMETERS.get(call[0], {}), call[1], strict=False))}
+
+    if slip == "nothing":
+        return "I will think about the preconditions first."
+    if slip == "made_up_tool":
+        return json.dumps({"content": "Let me look around first.", "tool_calls": [named(("scan_scene", ()), 0)]})
+    if slip == "malformed":
+        return json.dumps({"content": "", "tool_calls": [{"id": f"t{turn}-0", "name": "get_obj_state", "arguments": "{oops"}]})
+    if isinstance(answer, dict):
+        return json.dumps({"content": "I have what I need.", "tool_calls": [
+            {"id": f"t{turn}-f", "name": "final_response", "arguments": answer}]})
+    calls = [named(c, n) for n, c in enumerate(answer)]
+    if slip == "premature":  # a final response beside pending calls
+        calls.append({"id": f"t{turn}-f", "name": "final_response", "arguments": final("none", "No issue.", [])})
+    return json.dumps({"content": "Checking.", "tool_calls": calls})
