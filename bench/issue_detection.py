@@ -52,7 +52,7 @@ def main() -> int:
                     t0 = time.perf_counter()
                     tools.call(tool, tool_args)
                     tool_times.setdefault(tool, []).append(time.perf_counter() - t0)
-                agent = RaiderAgent(RaiderStandIn().model(), tools, case.world, config)
+                agent = RaiderAgent(RaiderStandIn().model(), tools, case.world, config, reach=tools.reach)
                 t0 = time.perf_counter()
                 result = agent.check(case.query)
                 checks.append(time.perf_counter() - t0)

@@ -18,15 +18,9 @@ from teachbot.llm.base import SYSTEM_END, ChatReply, Completion, ToolCallRequest
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
-from teachbot.raider.agent import (
-    WARN_MADE_UP_RESPONSE,
-    WARN_MISSING,
-    RaiderAgent,
-    build_system_prompt,
-    parse_call,
-    read_turn,
-)
+from teachbot.raider.agent import RaiderAgent, build_system_prompt
 from teachbot.raider.config import RaiderConfig
+from teachbot.raider.pfm import WARN_MADE_UP_RESPONSE, WARN_MISSING, parse_call, read_turn
 from teachbot.raider.tools import GroundedTools, Reach
 
 

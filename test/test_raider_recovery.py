@@ -18,7 +18,8 @@ from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_recovery import evaluate_recovery, goal_of, recovery_api, recovery_rate
 from teachbot.evaluation.raider_report import report_markdown, summarise
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.raider.agent import CheckResult, parse_call
+from teachbot.raider.agent import CheckResult
+from teachbot.raider.pfm import parse_call
 from teachbot.raider.recovery import RecoveryPlanner
 
 POINTS = ("top left corner", "top side", "top right corner", "left side", "middle", "right side",

@@ -27,7 +27,8 @@ def cases():
 
 def check(case, config=None, slip=0.0, style="facts"):
     with CaseWorlds() as worlds:
-        agent = RaiderAgent(RaiderStandIn(slip).model(), worlds.tools_for(case, style), case.world, config or RaiderConfig())
+        tools = worlds.tools_for(case, style)
+        agent = RaiderAgent(RaiderStandIn(slip).model(), tools, case.world, config or RaiderConfig(), reach=tools.reach)
         return agent.check(case.query), agent
 
 

@@ -29,9 +29,9 @@ from teachbot.evaluation.raider_judge import ExplanationJudge
 from teachbot.evaluation.raider_recovery import evaluate_recovery
 from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model
-from teachbot.raider.agent import CheckResult, RaiderAgent, check_final, find_json
+from teachbot.raider.agent import CheckResult, RaiderAgent
 from teachbot.raider.config import RaiderConfig
-from teachbot.raider.pfm import warning_kind
+from teachbot.raider.pfm import check_final, find_json, warning_kind
 from teachbot.raider.precond import PrecondChecker
 from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
@@ -174,7 +174,7 @@ def checker_factory(method: str, model: Model | None = None, config: RaiderConfi
     if model is None:
         raise ValueError(f"method {method!r} needs a model (--llm-base-url/--llm-model, or a stand-in)")
     if method == "raider":
-        return lambda tools, world: RaiderAgent(model, tools, world, config)
+        return lambda tools, world: RaiderAgent(model, tools, world, config, reach=tools.reach)
     if method == "visual-obs":
         return lambda tools, world: VisualObsChecker(model, tools, world)
     raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")

@@ -82,7 +82,7 @@ def rates(group: Sequence[Scored]) -> dict[str, Any]:
     warned = sum(s.warned_turns for s in group)
     out["warned_turns"], out["corrected"] = warned, sum(s.corrected for s in group)
     out["corrected_share"] = 100.0 * out["corrected"] / warned if warned else None
-    kinds = [getattr(s, "warning_kinds", None) or [0, 0, 0, 0] for s in group]
+    kinds = [s.warning_kinds or [0, 0, 0, 0] for s in group]
     out["warning_kinds"] = [sum(k[i] for k in kinds) for i in range(4)]  # the paper's warnings 1-4
     out["warned_checks"] = sum(1 for s in group if s.warned_turns)
     out["warned_checks_share"] = 100.0 * out["warned_checks"] / len(group)

@@ -14,34 +14,48 @@ name. Pure Python, no ROS.
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from teachbot.errors import ConfigError
 from teachbot.language.prompts import load_prompt
 from teachbot.llm.base import SYSTEM_END, LLMError, Model, ToolChatModel
 from teachbot.raider.config import RaiderConfig
-from teachbot.raider.tools import TOOL_DOCS, TOOL_PARAMETERS, GroundedTools, Reach, ToolError, tool_docs
+from teachbot.raider.pfm import (
+    TOOL_CALL,
+    TOOL_RESPONSE,
+    VERDICTS,
+    W1,
+    W1_FINAL,
+    W2,
+    W3,
+    W4,
+    W4_NOTHING,
+    WARN_BAD_FINAL,
+    WARN_FAILED_CALL,
+    WARN_MADE_UP_TOOL,
+    WARN_MISSING,
+    WARNING,
+    check_final,
+    find_final,
+    find_json,
+    read_paper_turn,
+    read_turn,
+    response_line,
+)
+from teachbot.raider.tools import TOOL_DOCS, TOOL_PARAMETERS, Reach, ToolError, tool_docs
 
-VERDICTS = ("ambiguity", "unfeasibility", "none")
-TOOL_CALL = "Tool call:"
-TOOL_RESPONSE = "Tool response:"
-FINAL = "Final response:"
-WARNING = "Warning:"
 
-WARN_MADE_UP_RESPONSE = ("You wrote a tool response yourself; it was removed. Tool responses come only from the "
-                         "tools: write the tool call and stop.")
-WARN_MADE_UP_TOOL = "There is no tool {name!r}. The tools are: {tools}."
-WARN_FAILED_CALL = "The tool call {call} failed: {error}"
-WARN_MISSING = ("Your turn had neither a tool call nor a final response. End every turn with one line "
-                "'Tool call: <tool>(<arguments>)' or 'Final response: {...}'.")
-WARN_BAD_FINAL = ("Your final response is not valid: {error}. Write it as one JSON object with final_response "
-                  "(ambiguity, unfeasibility or none), explanation and grounding.")
+class Tools(Protocol):
+    """What the agent asks the scene through: teachbot.raider.tools.GroundedTools, or the perception node's tools
+    over ROS (teachbot.nodes.raider_ros.RemoteTools). ``call`` raises ToolError with what went wrong."""
+
+    def call(self, name: str, args: list[Any] | None = None) -> str:
+        """Run tool ``name`` with ``args`` in its parameters' order."""
+        ...
 
 
 @dataclass
@@ -120,112 +134,26 @@ def bind_args(name: str, args: list[Any] | dict[str, Any]) -> list[Any]:
     return [args[p] for p in params]
 
 
-# ---------------------------------------------------------------------- parsing a turn
-def parse_call(text: str) -> tuple[str, list[Any]]:
-    """``name(args)`` -> (name, arguments). Literal arguments; a bare word counts as a string
-    (models write ``dist_to_target(apple)``). ValueError when it is not a call."""
-    text = text.strip().strip("`").strip()
-    m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*;?\s*$", text, re.S)
-    if not m:
-        raise ValueError(f"{text!r} is not a call like tool_name(arguments)")
-    name, inner = m.group(1), m.group(2).strip()
-    if not inner:
-        return name, []
-    try:
-        node = ast.parse(f"f({inner})", mode="eval").body
-    except SyntaxError:
-        return name, [a.strip().strip("'\"") for a in inner.split(",")]
-    assert isinstance(node, ast.Call)
-    args: list[Any] = []
-    for arg in [*node.args, *(k.value for k in node.keywords)]:
-        if isinstance(arg, ast.Name):
-            args.append(arg.id)
-        else:
-            try:
-                args.append(ast.literal_eval(arg))
-            except ValueError:
-                args.append(ast.unparse(arg))
-    return name, args
-
-
-def find_json(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` that has a ``final_response`` key (fences and prose around it allowed)."""
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text[m.start():])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "final_response" in value:
-            return value
-    return None
-
-
-def check_final(value: dict[str, Any]) -> tuple[str, str, list[str]]:
-    """(verdict, explanation, grounding) of a final response; ValueError says what is wrong."""
-    verdict = str(value.get("final_response", "")).strip().lower()
-    if verdict not in VERDICTS:
-        raise ValueError(f"final_response must be one of {', '.join(VERDICTS)}, not {value.get('final_response')!r}")
-    grounding = value.get("grounding", [])
-    if isinstance(grounding, str):
-        grounding = [grounding]
-    if isinstance(grounding, dict):
-        grounding = [str(v) for v in grounding.values()]
-    return verdict, str(value.get("explanation", "")).strip(), [str(g) for g in grounding or []]
-
-
-@dataclass
-class Turn:
-    """What the PFM made of one model turn."""
-
-    text: str  # the turn as kept in the conversation
-    call: tuple[str, list[Any]] | None = None
-    call_text: str = ""
-    final: dict[str, Any] | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-MADE_UP = re.compile(r"^\s*(?:tool\s*response|observation|tool\s*output)\s*:", re.I | re.M)
-
-
-def read_turn(reply: str) -> Turn:
-    """Split one text-format reply into its tool call or final response, cutting made-up tool responses
-    (the stop string catches the exact form; models also write 'Observation:' or change the case)."""
-    warnings = []
-    made_up = MADE_UP.search(reply)
-    if made_up:
-        reply = reply[: made_up.start()].rstrip()
-        warnings.append(WARN_MADE_UP_RESPONSE)
-    final_at = reply.find(FINAL)
-    call_at = reply.find(TOOL_CALL)
-    if call_at >= 0 and (final_at < 0 or call_at < final_at):
-        line = reply[call_at + len(TOOL_CALL):].strip().split("\n")[0]
-        text = reply[: call_at + len(TOOL_CALL)] + " " + line
-        try:
-            return Turn(text, parse_call(line), line.strip(), warnings=warnings)
-        except ValueError as exc:
-            return Turn(text, None, line.strip(), warnings=[*warnings, WARN_FAILED_CALL.format(call=line.strip(), error=exc)])
-    value = find_json(reply[final_at:] if final_at >= 0 else reply)
-    if value is not None:
-        return Turn(reply, final=value, warnings=warnings)
-    if final_at >= 0:
-        return Turn(reply, warnings=[*warnings, WARN_BAD_FINAL.format(error="no JSON object with final_response found")])
-    return Turn(reply, warnings=[*warnings, WARN_MISSING])
+def _note(result: CheckResult, notes: list[str], warning: str) -> None:
+    """A warning of the turn, kept in the turn's notes and the check's warnings."""
+    notes.append(warning)
+    result.warnings.append(warning)
 
 
 # ---------------------------------------------------------------------- the agent
 class RaiderAgent:
     """Checks action queries against one scene's grounded tools."""
 
-    def __init__(self, model: Model, tools: GroundedTools, world: str, config: RaiderConfig | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, model: Model, tools: Tools, world: str, config: RaiderConfig | None = None,
+                 clock: Callable[[], float] = time.monotonic, reach: Reach | None = None) -> None:
+        """``reach``: what the prompt states of the arm (the paper profile's constraints); default the config's for
+        ``world`` (its radius, the workspace of its robot profile)."""
         self.model = model
         self.tools = tools
         self.world = world
         self.config = config or RaiderConfig.load()
         self.clock = clock
-        reach = getattr(tools, "reach", None)  # the grounded tools' own reach; remote tools: the config's
-        self.system = build_system_prompt(world, self.config, self.tool_calling, reach if isinstance(reach, Reach) else None)
+        self.system = build_system_prompt(world, self.config, self.tool_calling, reach)
 
     @property
     def tool_calling(self) -> str:
@@ -243,9 +171,7 @@ class RaiderAgent:
         started = self.clock()
         try:
             if self.config.profile == "paper":
-                from teachbot.raider import pfm  # the paper's PFM loops (pfm imports this module's helpers)
-
-                (pfm.run_native if self.tool_calling == "native" else pfm.run_text)(self, result, started)
+                (self._run_paper_native if self.tool_calling == "native" else self._run_paper_text)(result, started)
             elif self.tool_calling == "native":
                 self._run_native(result, started)
             else:
@@ -300,6 +226,115 @@ class RaiderAgent:
         except ValueError as exc:
             return WARN_BAD_FINAL.format(error=exc)
         return ""
+
+
+    # -------------------------------------------------------------- the paper profile (its PFM, Figure 3)
+    def _accept(self, result: CheckResult, value: dict[str, Any]) -> str:
+        """Take a final response into ``result``: '' when it is one, else Warning 4 saying what is wrong."""
+
+        try:
+            result.final_response, result.explanation, result.grounding = check_final(value)
+        except ValueError as exc:
+            return W4.format(what=f"the final response is not valid: {exc}")
+        return ""
+
+    def _run_paper_text(self, result: CheckResult, started: float) -> None:
+        """The paper's PFM over text turns (``agent``: a teachbot.raider.self.RaiderAgent): the first message holds
+        the query and the object list; each turn's calls run in order, each response or warning is appended in that
+        order, and the check ends at a final response with no call pending (or at a limit)."""
+
+        conversation = self.first_message(result.query) + "\n"
+        while not self._limit_reached(result, started):
+            completion = self.model.generate(self.system + SYSTEM_END + conversation, stop=(TOOL_RESPONSE,),
+                                              max_tokens=self.config.max_tokens, timeout=max(self._left(started), 0.1))
+            result.turns += 1
+            turn = read_paper_turn(completion.text)
+            conversation += turn.text.strip() + "\n"
+            notes: list[str] = []
+            for warning in turn.warnings:  # Warning 1 (made up response, final beside pending calls), Warning 4
+                _note(result, notes, warning)
+                conversation += f"{warning}\n"
+            for name, args, shown, error in turn.calls:
+                if error:
+                    answer, warning = "", W3.format(call=shown, error=error)
+                else:
+                    answer, warning = self._use_tool(result, name, args, shown, made_up=W2, failed=W3)
+                if answer:
+                    conversation += f"{TOOL_RESPONSE} {response_line(name, args, answer)}\n"
+                else:
+                    _note(result, notes, warning)
+                    conversation += f"{warning}\n"
+            if turn.final is not None:
+                warning = self._accept(result, turn.final)
+                if not warning:
+                    result.turn_warnings.append(len(notes))
+                    break
+                _note(result, notes, warning)
+                conversation += f"{warning}\n"
+            result.turn_warnings.append(len(notes))
+        result.transcript = conversation
+
+    def _run_paper_native(self, result: CheckResult, started: float) -> None:
+        """The paper's PFM over native tool calls: the same first message and the same four warnings. A
+        ``final_response`` call beside other calls is Warning 1 (they run, it is ignored); a reply with no call and no
+        final response in its text is Warning 4. Arguments are bound to the tools' parameters by name."""
+
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system},
+                                          {"role": "user", "content": self.first_message(result.query)}]
+        schemas = self.tool_schemas()
+        lines = [messages[1]["content"]]
+        while not self._limit_reached(result, started):
+            reply = self.model.chat_tools(messages, schemas, timeout=max(self._left(started), 0.1))
+            result.turns += 1
+            messages.append({"role": "assistant", "content": reply.text or None, "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
+                if reply.tool_calls else {"role": "assistant", "content": reply.text})
+            lines += [reply.text] if reply.text else []
+            notes: list[str] = []
+            pending = [c for c in reply.tool_calls if c.name != "final_response"]
+            text_final = find_final(reply.text or "")
+            premature = bool(pending) and (len(pending) < len(reply.tool_calls) or text_final is not None)
+            if premature:
+                _note(result, notes, W1.format(what=W1_FINAL))
+            done = False
+            for call in reply.tool_calls:
+                shown = f"{call.name}({call.arguments})"
+                lines.append(f"{TOOL_CALL} {shown}")
+                try:
+                    kwargs = json.loads(call.arguments or "{}")
+                    if not isinstance(kwargs, dict):
+                        raise ValueError("the arguments must be a JSON object")
+                except ValueError as exc:
+                    kwargs, content = None, W3.format(call=shown, error=exc)
+                    _note(result, notes, content)
+                if kwargs is None:
+                    pass
+                elif call.name == "final_response":
+                    error = "" if premature else self._accept(result, kwargs)
+                    content = W1.format(what=W1_FINAL) if premature else error or "accepted"
+                    if error:
+                        _note(result, notes, content)
+                    done = done or not (premature or error)
+                else:
+                    answer, warning = self._use_tool(result, call.name, kwargs, shown, made_up=W2, failed=W3)
+                    content = response_line(call.name, kwargs, answer) if answer else warning
+                    if warning:
+                        _note(result, notes, warning)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+                lines.append(content)
+            if done:
+                result.turn_warnings.append(len(notes))
+                break
+            if not reply.tool_calls:
+                warning = self._accept(result, text_final) if text_final is not None else W4.format(what=W4_NOTHING)
+                if not warning:
+                    result.turn_warnings.append(len(notes))
+                    break
+                _note(result, notes, warning)
+                messages.append({"role": "user", "content": warning})
+                lines.append(warning)
+            result.turn_warnings.append(len(notes))
+        result.transcript = "\n".join(lines) + "\n"
 
     # -------------------------------------------------------------- text tool calls
     def _run_text(self, result: CheckResult, started: float) -> None:

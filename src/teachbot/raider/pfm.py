@@ -1,4 +1,7 @@
-"""The paper's program flow manager (PFM, RAIDER §3.2 and Figure 3): reading one model turn and its four warnings.
+"""Reading one model turn for the program flow manager (PFM, RAIDER §3.2 and Figure 3), and its warnings.
+
+The agent's loops (teachbot.raider.agent) run the calls and append the responses and warnings; this module only
+reads turns. Paper profile:
 
 A turn in the text format holds the model's reasoning and any number of ``call_tool{"tool": ..., "args": ...}``
 calls (args a list in the tool's order, the paper's form, or an object by name), or a final response: a JSON
@@ -11,7 +14,9 @@ object with ``final_response``. The PFM runs the calls in order; it appends
 - Warning 4, *missing tool call or final response*, for a turn with neither (or with a final response that is
   not one: no valid verdict).
 
-The native mode (the OpenAI tools API) gets the same four warnings: teachbot.raider.agent. Pure Python.
+The native mode (the OpenAI tools API) gets the same four warnings in the agent. The guided profile (a labelled
+ablation) reads one ``Tool call: name(args)`` line or ``Final response: {...}`` per turn (:func:`read_turn`) and
+words its warnings otherwise (:func:`warning_kind` maps them to the same four). Pure Python.
 """
 
 from __future__ import annotations
@@ -22,8 +27,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachbot.llm.base import SYSTEM_END
-from teachbot.raider.agent import TOOL_CALL, TOOL_RESPONSE, check_final
+VERDICTS = ("ambiguity", "unfeasibility", "none")
+TOOL_CALL = "Tool call:"
+TOOL_RESPONSE = "Tool response:"
+FINAL = "Final response:"
+WARNING = "Warning:"
+
+WARN_MADE_UP_RESPONSE = ("You wrote a tool response yourself; it was removed. Tool responses come only from the "
+                         "tools: write the tool call and stop.")
+WARN_MADE_UP_TOOL = "There is no tool {name!r}. The tools are: {tools}."
+WARN_FAILED_CALL = "The tool call {call} failed: {error}"
+WARN_MISSING = ("Your turn had neither a tool call nor a final response. End every turn with one line "
+                "'Tool call: <tool>(<arguments>)' or 'Final response: {...}'.")
+WARN_BAD_FINAL = ("Your final response is not valid: {error}. Write it as one JSON object with final_response "
+                  "(ambiguity, unfeasibility or none), explanation and grounding.")
 
 CALL_TOOL = "call_tool"
 W1 = ("Warning 1 (made up tool response): {what}. Tool responses come only from the tools, after your "
@@ -180,117 +197,86 @@ def response_line(name: str, args: list[Any] | dict[str, Any], answer: str) -> s
     return f"Call to tool {name} with args {json.dumps(args)} returned {answer}"
 
 
-# ---------------------------------------------------------------------- the paper's loops
-def _note(result: Any, notes: list[str], warning: str) -> None:
-    notes.append(warning)
-    result.warnings.append(warning)
-
-
-def _accept(result: Any, value: dict[str, Any]) -> str:
-    """Take a final response into ``result``: '' when it is one, else Warning 4 saying what is wrong."""
-
+# ---------------------------------------------------------------------- the guided profile's turns
+def parse_call(text: str) -> tuple[str, list[Any]]:
+    """``name(args)`` -> (name, arguments). Literal arguments; a bare word counts as a string
+    (models write ``dist_to_target(apple)``). ValueError when it is not a call."""
+    text = text.strip().strip("`").strip()
+    m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*;?\s*$", text, re.S)
+    if not m:
+        raise ValueError(f"{text!r} is not a call like tool_name(arguments)")
+    name, inner = m.group(1), m.group(2).strip()
+    if not inner:
+        return name, []
     try:
-        result.final_response, result.explanation, result.grounding = check_final(value)
-    except ValueError as exc:
-        return W4.format(what=f"the final response is not valid: {exc}")
-    return ""
-
-
-def run_text(agent: Any, result: Any, started: float) -> None:
-    """The paper's PFM over text turns (``agent``: a teachbot.raider.agent.RaiderAgent): the first message holds
-    the query and the object list; each turn's calls run in order, each response or warning is appended in that
-    order, and the check ends at a final response with no call pending (or at a limit)."""
-
-    conversation = agent.first_message(result.query) + "\n"
-    while not agent._limit_reached(result, started):
-        completion = agent.model.generate(agent.system + SYSTEM_END + conversation, stop=(TOOL_RESPONSE,),
-                                          max_tokens=agent.config.max_tokens, timeout=max(agent._left(started), 0.1))
-        result.turns += 1
-        turn = read_paper_turn(completion.text)
-        conversation += turn.text.strip() + "\n"
-        notes: list[str] = []
-        for warning in turn.warnings:  # Warning 1 (made up response, final beside pending calls), Warning 4
-            _note(result, notes, warning)
-            conversation += f"{warning}\n"
-        for name, args, shown, error in turn.calls:
-            if error:
-                answer, warning = "", W3.format(call=shown, error=error)
-            else:
-                answer, warning = agent._use_tool(result, name, args, shown, made_up=W2, failed=W3)
-            if answer:
-                conversation += f"{TOOL_RESPONSE} {response_line(name, args, answer)}\n"
-            else:
-                _note(result, notes, warning)
-                conversation += f"{warning}\n"
-        if turn.final is not None:
-            warning = _accept(result, turn.final)
-            if not warning:
-                result.turn_warnings.append(len(notes))
-                break
-            _note(result, notes, warning)
-            conversation += f"{warning}\n"
-        result.turn_warnings.append(len(notes))
-    result.transcript = conversation
-
-
-def run_native(agent: Any, result: Any, started: float) -> None:
-    """The paper's PFM over native tool calls: the same first message and the same four warnings. A
-    ``final_response`` call beside other calls is Warning 1 (they run, it is ignored); a reply with no call and no
-    final response in its text is Warning 4. Arguments are bound to the tools' parameters by name."""
-
-    messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system},
-                                      {"role": "user", "content": agent.first_message(result.query)}]
-    schemas = agent.tool_schemas()
-    lines = [messages[1]["content"]]
-    while not agent._limit_reached(result, started):
-        reply = agent.model.chat_tools(messages, schemas, timeout=max(agent._left(started), 0.1))
-        result.turns += 1
-        messages.append({"role": "assistant", "content": reply.text or None, "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
-            if reply.tool_calls else {"role": "assistant", "content": reply.text})
-        lines += [reply.text] if reply.text else []
-        notes: list[str] = []
-        pending = [c for c in reply.tool_calls if c.name != "final_response"]
-        text_final = find_final(reply.text or "")
-        premature = bool(pending) and (len(pending) < len(reply.tool_calls) or text_final is not None)
-        if premature:
-            _note(result, notes, W1.format(what=W1_FINAL))
-        done = False
-        for call in reply.tool_calls:
-            shown = f"{call.name}({call.arguments})"
-            lines.append(f"{TOOL_CALL} {shown}")
+        node = ast.parse(f"f({inner})", mode="eval").body
+    except SyntaxError:
+        return name, [a.strip().strip("'\"") for a in inner.split(",")]
+    assert isinstance(node, ast.Call)
+    args: list[Any] = []
+    for arg in [*node.args, *(k.value for k in node.keywords)]:
+        if isinstance(arg, ast.Name):
+            args.append(arg.id)
+        else:
             try:
-                kwargs = json.loads(call.arguments or "{}")
-                if not isinstance(kwargs, dict):
-                    raise ValueError("the arguments must be a JSON object")
-            except ValueError as exc:
-                kwargs, content = None, W3.format(call=shown, error=exc)
-                _note(result, notes, content)
-            if kwargs is None:
-                pass
-            elif call.name == "final_response":
-                error = "" if premature else _accept(result, kwargs)
-                content = W1.format(what=W1_FINAL) if premature else error or "accepted"
-                if error:
-                    _note(result, notes, content)
-                done = done or not (premature or error)
-            else:
-                answer, warning = agent._use_tool(result, call.name, kwargs, shown, made_up=W2, failed=W3)
-                content = response_line(call.name, kwargs, answer) if answer else warning
-                if warning:
-                    _note(result, notes, warning)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            lines.append(content)
-        if done:
-            result.turn_warnings.append(len(notes))
-            break
-        if not reply.tool_calls:
-            warning = _accept(result, text_final) if text_final is not None else W4.format(what=W4_NOTHING)
-            if not warning:
-                result.turn_warnings.append(len(notes))
-                break
-            _note(result, notes, warning)
-            messages.append({"role": "user", "content": warning})
-            lines.append(warning)
-        result.turn_warnings.append(len(notes))
-    result.transcript = "\n".join(lines) + "\n"
+                args.append(ast.literal_eval(arg))
+            except ValueError:
+                args.append(ast.unparse(arg))
+    return name, args
+
+
+def find_json(text: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` that has a ``final_response`` key (fences and prose around it allowed)."""
+    return find_final(text)
+
+
+def check_final(value: dict[str, Any]) -> tuple[str, str, list[str]]:
+    """(verdict, explanation, grounding) of a final response; ValueError says what is wrong."""
+    verdict = str(value.get("final_response", "")).strip().lower()
+    if verdict not in VERDICTS:
+        raise ValueError(f"final_response must be one of {', '.join(VERDICTS)}, not {value.get('final_response')!r}")
+    grounding = value.get("grounding", [])
+    if isinstance(grounding, str):
+        grounding = [grounding]
+    if isinstance(grounding, dict):
+        grounding = [str(v) for v in grounding.values()]
+    return verdict, str(value.get("explanation", "")).strip(), [str(g) for g in grounding or []]
+
+
+@dataclass
+class Turn:
+    """What the PFM made of one model turn."""
+
+    text: str  # the turn as kept in the conversation
+    call: tuple[str, list[Any]] | None = None
+    call_text: str = ""
+    final: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+MADE_UP = re.compile(r"^\s*(?:tool\s*response|observation|tool\s*output)\s*:", re.I | re.M)
+
+
+def read_turn(reply: str) -> Turn:
+    """Split one text-format reply into its tool call or final response, cutting made-up tool responses
+    (the stop string catches the exact form; models also write 'Observation:' or change the case)."""
+    warnings = []
+    made_up = MADE_UP.search(reply)
+    if made_up:
+        reply = reply[: made_up.start()].rstrip()
+        warnings.append(WARN_MADE_UP_RESPONSE)
+    final_at = reply.find(FINAL)
+    call_at = reply.find(TOOL_CALL)
+    if call_at >= 0 and (final_at < 0 or call_at < final_at):
+        line = reply[call_at + len(TOOL_CALL):].strip().split("\n")[0]
+        text = reply[: call_at + len(TOOL_CALL)] + " " + line
+        try:
+            return Turn(text, parse_call(line), line.strip(), warnings=warnings)
+        except ValueError as exc:
+            return Turn(text, None, line.strip(), warnings=[*warnings, WARN_FAILED_CALL.format(call=line.strip(), error=exc)])
+    value = find_json(reply[final_at:] if final_at >= 0 else reply)
+    if value is not None:
+        return Turn(reply, final=value, warnings=warnings)
+    if final_at >= 0:
+        return Turn(reply, warnings=[*warnings, WARN_BAD_FINAL.format(error="no JSON object with final_response found")])
+    return Turn(reply, warnings=[*warnings, WARN_MISSING])

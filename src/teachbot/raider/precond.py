@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from teachbot.raider.agent import CheckResult, ToolUse, parse_call
+from teachbot.raider.agent import CheckResult, ToolUse
+from teachbot.raider.pfm import parse_call
 from teachbot.raider.tools import GroundedTools, ToolError, normalise
 
 PRECOND_CHECKS = ("paper", "broad")
