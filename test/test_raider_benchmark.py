@@ -180,10 +180,14 @@ def test_visual_obs_reads_the_whole_scene_description():
                                              "grounding": [bottom]}) + "\n```"
         return '{"final_response": "none", "explanation": "free", "grounding": []}'
 
+    model = ScriptedModel(respond=judge, stop=())
     with CaseWorlds() as worlds:
-        checker = checker_factory("visual-obs", ScriptedModel(respond=judge, stop=()))(worlds.tools_for(case), case.world)
+        checker = checker_factory("visual-obs", model)(worlds.tools_for(case), case.world)
         assert isinstance(checker, VisualObsChecker)
         result = checker.check(case.query)
+    prompt = model.prompts[0]  # the paper's Figure B.21: the agent's prompt, the tools replaced by the observation
+    assert "Task Objective" in prompt and "Visual Observation" in prompt and " m reach" in prompt
+    assert "Tool Description" not in prompt and "cannot be picked up" not in prompt
     assert result.final_response == "unfeasibility" and " is on top of " in result.explanation and result.turns == 1
     assert not result.tool_calls  # no tools: the description is all it has
 

@@ -137,7 +137,8 @@ def describe_scene(tools: GroundedTools) -> str:
 
 
 class VisualObsChecker:
-    """One model call per check with the full scene description instead of tools."""
+    """One model call per check with the full scene description instead of tools: the paper's LLMVisualObs (its
+    Appendix B.3, Figure B.21: the agent's prompt without the tool sections, the visual observation instead)."""
 
     def __init__(self, model: Model, tools: GroundedTools, world: str) -> None:
         self.model, self.tools, self.world = model, tools, world
@@ -146,10 +147,10 @@ class VisualObsChecker:
         started = time.monotonic()
         result = CheckResult(query, "", "")
         prompt = load_prompt("raider/visual_obs.txt").format(
-            world=load_prompt(f"raider/world_{self.world}.txt").strip(), scene=describe_scene(self.tools),
+            world=load_prompt(f"raider/paper_world_{self.world}.txt").strip(), scene=describe_scene(self.tools),
             limits=self.tools.reach.describe())
         try:
-            completion = self.model.generate(prompt + SYSTEM_END + f"Action query: {query}\n", stop=(), max_tokens=600)
+            completion = self.model.generate(prompt + SYSTEM_END + f"Query action: {query}\n", stop=(), max_tokens=600)
             result.turns = 1
             value = find_json(completion.text)
             if value is None:
