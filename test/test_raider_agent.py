@@ -173,6 +173,10 @@ def test_turn_and_time_limits_end_a_check_without_a_verdict():
     ticks = itertools.count(0.0, 8.0)  # each clock reading 8 s later: the third turn starts past 20 s
     result = RaiderAgent(chatter, kitchen(), "household", RaiderConfig(time_limit=20.0), clock=lambda: next(ticks)).check("pick(apple)")
     assert result.stopped == "time_limit" and "20 s" in result.explanation and result.turns < 3
+    assert RaiderConfig().max_turns == 0 and RaiderConfig.load().max_turns == 0  # the paper's: the time limit alone
+    ticks = itertools.count(0.0, 0.25)  # no turn limit: a chatty model runs until the time limit
+    result = RaiderAgent(chatter, kitchen(), "household", RaiderConfig(), clock=lambda: next(ticks)).check("pick(apple)")
+    assert result.stopped == "time_limit" and result.turns > 12
 
 
 def test_parsing_the_forms_models_write():

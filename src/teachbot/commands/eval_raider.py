@@ -200,6 +200,8 @@ def _protocol(args: argparse.Namespace, config: Any) -> dict[str, Any]:
                               + (", a worked example" if config.examples and text else "") + ")")
         elif config.examples:
             deviations.append("examples (ignored by the paper profile)")
+        if config.max_turns:
+            deviations.append(f"a turn limit of {config.max_turns} (the paper ends a check at its time limit only)")
     if args.stand_in:
         out["model"] = f"stand-in, slip {args.stand_in_slip:g}, seed {args.seed}"
     out["deviations"] = deviations

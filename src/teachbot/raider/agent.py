@@ -6,10 +6,10 @@ instructions), the object list in the first message, tools that return facts, ``
 per turn, run in order, arguments in order or by name) and the PFM's four warnings (teachbot.raider.pfm). The
 ``guided`` profile is a labelled ablation, teachbot's variant before issue 28: one ``Tool call: name(args)`` line
 per turn, tools that judge, a checklist in the Ask step and, with ``examples``, a worked example; its warnings
-are the same four in other words. A check ends with the final response, or without a verdict at the time limit
-or the turn limit. Two ways of calling tools in either profile: ``text`` (any completion or chat model) and
-``native`` (the OpenAI tools API, a :class:`teachbot.llm.base.ToolChatModel`); native arguments are passed by
-name. Pure Python, no ROS.
+are the same four in other words. A check ends with the final response, or without a verdict at the time
+limit (the paper's 20 s) or, when ``max_turns`` is set (a deviation), at the turn limit. Two ways of calling
+tools in either profile: ``text`` (any completion or chat model) and ``native`` (the OpenAI tools API, a
+:class:`teachbot.llm.base.ToolChatModel`); native arguments are passed by name. Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class RaiderAgent:
             result.stopped = "time_limit"
             result.explanation = f"no verdict within the time limit of {self.config.time_limit:g} s"
             return True
-        if result.turns >= self.config.max_turns:
+        if self.config.max_turns and result.turns >= self.config.max_turns:
             result.stopped = "turn_limit"
             result.explanation = f"no verdict within {self.config.max_turns} turns"
             return True

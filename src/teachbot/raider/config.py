@@ -37,7 +37,7 @@ class RaiderConfig:
     tool_calling: str = "text"
     tool_calling_by_model: Mapping[str, str] = field(default_factory=dict)
     time_limit: float = 20.0
-    max_turns: int = 12
+    max_turns: int = 0  # 0: none, the paper's (its time limit alone ends a check); N: a labelled deviation
     max_tokens: int = 400
     reach: Mapping[str, float] = field(default_factory=lambda: {"tabletop": 0.85, "household": 0.85})
     robots: Mapping[str, str] = field(default_factory=lambda: {"tabletop": "panda_sim", "household": "household_sim"})
@@ -53,8 +53,8 @@ class RaiderConfig:
         for key, value, allowed in checks:
             if value not in allowed:
                 raise ConfigError(f"{self.source}: raider.{key} must be one of {allowed}, got {value!r}")
-        if self.time_limit <= 0 or self.max_turns < 1:
-            raise ConfigError(f"{self.source}: raider.time_limit must be > 0 and raider.max_turns >= 1")
+        if self.time_limit <= 0 or self.max_turns < 0:
+            raise ConfigError(f"{self.source}: raider.time_limit must be > 0 and raider.max_turns >= 0 (0: no turn limit)")
 
     @classmethod
     def load(cls, name_or_path: str | Path = "raider") -> RaiderConfig:
