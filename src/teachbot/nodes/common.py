@@ -284,11 +284,13 @@ def run_nodes(factories: Sequence[Callable[[], Node]], args: list[str] | None = 
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception as exc:  # noqa: BLE001 - a node that cannot start says why in one line
-
-        if not isinstance(exc, (TeachbotError, DuplicateNodeError)):
+        if isinstance(exc, (TeachbotError, DuplicateNodeError)):
+            print(f"error: {exc}", file=sys.stderr)
+            status = 2
+        elif rclpy.ok():
             raise
-        print(f"error: {exc}", file=sys.stderr)
-        status = 2
+        # else SIGTERM or SIGINT shut the context down while the executor was between two waits: rclpy then raises
+        # RCLError('context is not valid') rather than ExternalShutdownException. That is a stop, not a crash.
     finally:
         for node in nodes:
             close = getattr(node, "close", None)
