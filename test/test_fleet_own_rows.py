@@ -135,3 +135,23 @@ def test_another_robots_role_cannot_write_read_or_delete_this_robots_task_logs(o
     finally:
         robot.close()
         intruder.close()
+
+
+def test_a_robots_login_asking_for_another_robots_task_logs_is_refused_not_answered_with_its_own(
+        operator_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`teachbot memory tasks --robot arm_a` with mallory's login: an error that says whose login it is and what to
+    give instead, not mallory's own logs under arm_a's name; with the operator's login, arm_a's logs."""
+    from teachbot.cli import main
+
+    for role, task in (("arm_a", "sort"), ("mallory", "tidy")):
+        store = PgTaskLogStore(tmp_path / role, as_role(operator_dsn, role), robot_id=role)
+        store.begin(task, f"{task} the table", [], WORLD)
+        store.close()
+    command = ["memory", "tasks", "list", "--tasks", "", "--robot", "arm_a"]
+    assert main([*command, "--dsn", as_role(operator_dsn, "mallory")]) == 2
+    captured = capsys.readouterr()
+    assert "tidy" not in captured.out
+    assert "the robot 'mallory''s, which reads only its own task logs; to read 'arm_a''s give the operator's login" in captured.err
+    assert main([*command, "--dsn", operator_dsn]) == 0
+    out = capsys.readouterr().out
+    assert "sort" in out and "tidy" not in out

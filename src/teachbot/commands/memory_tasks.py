@@ -66,6 +66,10 @@ def open_memory(args: argparse.Namespace):  # noqa: ANN201 - a TaskMemory, impor
 
         store.close()
         raise MemoryStoreError(f"the task memory's database at {store.where} is unreachable; nothing was read")
+    if on_database and args.robot and store.robot_id != args.robot:  # the server let the login read only its own
+        store.close()
+        raise ConfigError(f"the database login at {store.where} is the robot {store.robot_id!r}'s, which reads only its "
+                          f"own task logs; to read {args.robot!r}'s give the operator's login with --dsn")
     newest = {}
     for task in store.tasks():  # "not started" tasks need a world: the newest one logged
         records = store.records(task)
