@@ -122,3 +122,16 @@ def test_native_tool_calling_with_the_stand_in(cases):
     assert [s.verdict for s in calm] == [s.verdict for s in text] and not any(s.warnings for s in calm)
     slipping = summarise(run_cases(group, checker_factory("raider", RaiderStandIn(0.35, 5).native_model(), native)))["overall"]
     assert all(k > 0 for k in slipping["warning_kinds"]) and 0 < slipping["corrected"] <= slipping["warned_turns"]
+
+
+def test_each_trial_slips_by_its_own_seed():
+    system = "Task Objective\nrobot in a kitchen\n" + 'call_tool{"tool": ...}\n'
+    prompts = [system + SYSTEM_END + f'Action query: grasp(apple{i})\nObjects in the scene: {{"objects": ["apple{i}"]}}\n'
+               for i in range(40)]
+    stand_in = RaiderStandIn(slip=0.5, seed=7)
+    first = [stand_in(p) for p in prompts]
+    assert first == [stand_in(p) for p in prompts]  # seeded: the same prompt, the same turn
+    stand_in.reseed(1)
+    assert first != [stand_in(p) for p in prompts]  # another trial, other slips
+    stand_in.reseed(0)
+    assert first == [stand_in(p) for p in prompts]

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--stand-in-slip is a share within 0..1, got {args.stand_in_slip}")
     if args.tool_calling:
         config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
-    model, judge_model, models = None, None, {}
+    model, judge_model, models, on_trial = None, None, {}, None
     extras = args.recovery or args.judge
     if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config or args.judge_model):
         raise ConfigError("--recovery and --judge need a model; give --judge-model, or --llm-base-url and --llm-model (or --llm-config)")
@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
         stand_in = RaiderStandIn(args.stand_in_slip, args.seed)
         model = stand_in.native_model() if config.tool_calling_for("stand-in:raider") == "native" else stand_in.model()
+        on_trial = stand_in.reseed
         models["under_test"] = f"stand-in (reads its prompt; slip {args.stand_in_slip:g}, seed {args.seed})"
         if extras and not args.judge_model:
             raise ConfigError("--recovery and --judge with --stand-in need a --judge-model (and --judge-base-url)")
@@ -164,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         bar = tqdm(total=len(cases) * args.trials, initial=len(done), unit="check", desc=args.method)
     scores = run_cases(cases, checker_factory(args.method, model, config, args.precond_checks), out,
                        progress=(lambda _s: bar.update(1)) if bar is not None else None, recover=recover, judge=judge,
-                       trials=args.trials, done=done, tool_style=config.tool_style if args.method != "precond" else "facts")
+                       trials=args.trials, done=done, on_trial=on_trial,
+                       tool_style=config.tool_style if args.method != "precond" else "facts")
     if bar is not None:
         bar.close()
     summary = write_outputs(scores, out, args.method, models, protocol)

@@ -376,7 +376,11 @@ class RaiderStandIn:
     def __init__(self, slip: float = 0.0, seed: int = 0) -> None:
         if not 0.0 <= slip <= 1.0:
             raise ValueError(f"slip is a share within 0..1, got {slip}")
-        self.slip, self.seed = slip, seed
+        self.slip, self.seed, self.base_seed = slip, seed, seed
+
+    def reseed(self, trial: int) -> None:
+        """Another trial, other slips (the seed of trial t is the base seed plus t)."""
+        self.seed = self.base_seed + trial
 
     def model(self) -> ScriptedModel:
         """The stand-in as a model (text tool calls)."""
