@@ -198,7 +198,8 @@ def _protocol(args: argparse.Namespace, config: Any) -> dict[str, Any]:
         if config.profile == "guided":
             text = out["tool calling"] == "text"
             deviations.append("profile guided (tools judge reach and ambiguity, a checklist in the Ask step, no common "
-                              "sense, one " + ("'Tool call:'" if text else "native call") + " per turn, no warning 1"
+                              "sense, one " + ("'Tool call:'" if text else "native call") + " per turn, a final response beside a call "
+                              "not warned"
                               + (", a worked example" if config.examples and text else "") + ")")
         elif config.examples:
             deviations.append("examples (ignored by the paper profile)")
