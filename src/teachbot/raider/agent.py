@@ -227,11 +227,9 @@ class RaiderAgent:
             return WARN_BAD_FINAL.format(error=exc)
         return ""
 
-
     # -------------------------------------------------------------- the paper profile (its PFM, Figure 3)
     def _accept(self, result: CheckResult, value: dict[str, Any]) -> str:
         """Take a final response into ``result``: '' when it is one, else Warning 4 saying what is wrong."""
-
         try:
             result.final_response, result.explanation, result.grounding = check_final(value)
         except ValueError as exc:
@@ -239,10 +237,9 @@ class RaiderAgent:
         return ""
 
     def _run_paper_text(self, result: CheckResult, started: float) -> None:
-        """The paper's PFM over text turns (``agent``: a teachbot.raider.self.RaiderAgent): the first message holds
-        the query and the object list; each turn's calls run in order, each response or warning is appended in that
-        order, and the check ends at a final response with no call pending (or at a limit)."""
-
+        """The paper's PFM over text turns: the first message holds the query and the object list; each turn's calls
+        run in order, each response or warning is appended in that order, and the check ends at a final response with
+        no call pending (or at a limit)."""
         conversation = self.first_message(result.query) + "\n"
         while not self._limit_reached(result, started):
             completion = self.model.generate(self.system + SYSTEM_END + conversation, stop=(TOOL_RESPONSE,),
@@ -278,7 +275,6 @@ class RaiderAgent:
         """The paper's PFM over native tool calls: the same first message and the same four warnings. A
         ``final_response`` call beside other calls is Warning 1 (they run, it is ignored); a reply with no call and no
         final response in its text is Warning 4. Arguments are bound to the tools' parameters by name."""
-
         messages: list[dict[str, Any]] = [{"role": "system", "content": self.system},
                                           {"role": "user", "content": self.first_message(result.query)}]
         schemas = self.tool_schemas()
@@ -304,18 +300,16 @@ class RaiderAgent:
                     kwargs = json.loads(call.arguments or "{}")
                     if not isinstance(kwargs, dict):
                         raise ValueError("the arguments must be a JSON object")
-                except ValueError as exc:
+                except ValueError as exc:  # arguments that are no JSON object: warning 3
                     kwargs, content = None, W3.format(call=shown, error=exc)
                     _note(result, notes, content)
-                if kwargs is None:
-                    pass
-                elif call.name == "final_response":
+                if kwargs is not None and call.name == "final_response":
                     error = "" if premature else self._accept(result, kwargs)
                     content = W1.format(what=W1_FINAL) if premature else error or "accepted"
                     if error:
                         _note(result, notes, content)
                     done = done or not (premature or error)
-                else:
+                elif kwargs is not None:
                     answer, warning = self._use_tool(result, call.name, kwargs, shown, made_up=W2, failed=W3)
                     content = response_line(call.name, kwargs, answer) if answer else warning
                     if warning:
