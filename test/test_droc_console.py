@@ -96,7 +96,10 @@ def interaction(prompt: str) -> str:
 
 
 def correction(prompt: str) -> str:
-    """Reads the person's words out of the handler's prompt; answers as a chat model does."""
+    """Reads the person's words out of the handler's prompts; answers as a chat model does. What the correction
+    depends on (the first step): "a bit lower" says everything itself, (c)."""
+    if 'Correction: "' in prompt:
+        return "(c)" if "lower" in prompt.rsplit('Correction: "', 1)[1] else "(a)"
     said = prompt.rsplit("The person now says:", 1)[1].split("\n", 1)[0]
     call = re.findall(r"put_first_on_second\('(\w+ block)'", prompt)
     if "lower" in said and call:
@@ -159,10 +162,10 @@ def test_a_skill_level_correction_retries_and_the_learned_parameter_becomes_the_
     lines = core.session.transcript.render().splitlines()
     assert person.corrections == 2 and person.done()  # two corrections, then the block is in the bowl
     notes = [line for line in lines if line.startswith("# correction: ")]
-    assert notes == [
-        "# correction: skill-level, about the last action: put_first_on_second('red block', 'blue bowl') again with "
+    assert notes == [  # "a bit lower" says everything itself (no dependence) and starts from where the robot is: it compounds
+        "# correction: skill-level, regardless of the history: put_first_on_second('red block', 'blue bowl') again with "
         "grasp_height_offset=0.03 (was 0.04)",
-        "# correction: skill-level, about the last action: put_first_on_second('red block', 'blue bowl') again with "
+        "# correction: skill-level, regardless of the history: put_first_on_second('red block', 'blue bowl') again with "
         "grasp_height_offset=0.02 (was 0.03)",
     ]
     reruns = [lines[lines.index(note) + 1] for note in notes]  # typed by the console right after its note

@@ -27,7 +27,7 @@ from teachbot.paths import config_path
 pytestmark = pytest.mark.timeout(pytest_timeout(600))
 
 MAT = "square drink mat"
-ALL = ("droc", "droc-no-prior", "droc-no-visual", "droc-all-history", "cap")
+ALL = ("droc", "droc-full-history", "droc-no-prior", "droc-no-visual", "droc-retrieve-all", "cap")
 
 
 def skill_tasks(tmp: Path):
@@ -91,18 +91,36 @@ def test_without_visual_retrieval_the_differently_named_lookalike_gets_nothing(s
     assert rows["droc", "thin_coaster", "square_coaster"]["corrections"] == 0  # droc knew it by its looks
 
 
-def test_the_dissimilar_object_keeps_its_default_unless_all_history_applies_everything(skill_run) -> None:
+def test_the_dissimilar_object_keeps_its_default_unless_retrieve_all_applies_everything(skill_run) -> None:
     _, rows = skill_run
     fridge = rows["droc", "drawer_part_open", "fridge"]
     assert fridge["applied"] == [] and fridge["corrections"] == 0 and fridge["success"]
     assert "pull_distance=0.22" in fridge["shown"]  # shown by the task's text, not applied: the fridge looks different
     assert rows["droc", "thin_coaster", "cup"]["applied"] == []
-    every = rows["droc-all-history", "drawer_part_open", "fridge"]
+    every = rows["droc-retrieve-all", "drawer_part_open", "fridge"]
     assert {"function": "open", "object": "fridge", "values": {"pull_distance": 0.22}} in every["applied"]
     assert every["corrections"] >= 1 and not every["success"]  # a door refuses a pull_distance: it never opens
     assert every["said"][0] == "Just open it the normal way."
-    cup = rows["droc-all-history", "thin_coaster", "cup"]
+    cup = rows["droc-retrieve-all", "thin_coaster", "cup"]
     assert cup["applied"] and cup["corrections"] == 0  # the coaster's lower grasp happens to suit the cup too
+
+
+def test_the_handlers_two_steps_and_their_raw_answers_are_in_the_results(skill_run) -> None:
+    _, rows = skill_run
+    teach = rows["droc", "thin_coaster", "coaster"]
+    assert teach["history_selection"] is True and len(teach["handler"]) == teach["corrections"] >= 1
+    for answer, said in zip(teach["handler"], teach["said"]):
+        assert answer["utterance"] == said and answer["dependence_raw"].endswith(("(c)", "(c).")), answer  # "a bit lower": on its own
+        assert answer["history"] == "none" and answer["level"] == "skill" and '"parameter": "grasp_height_offset"' in answer["raw"]
+    whole = rows["droc-full-history", "thin_coaster", "coaster"]
+    assert whole["history_selection"] is False and all(a["dependence_raw"] == "" for a in whole["handler"])
+    assert all('"history": "none"' in a["raw"] for a in whole["handler"])  # one call: the solver says the dependence
+    # the doubles read long and short histories alike: Ours-E's figures equal DROC's here (a model's may not)
+    for key, row in rows.items():
+        if key[0] == "droc":
+            other = rows["droc-full-history", key[1], key[2]]
+            assert (other["corrections"], other["success"], other["params"]) == (row["corrections"], row["success"], row["params"])
+    assert rows["cap", "thin_coaster", "coaster"]["handler"] == [] and rows["cap", "thin_coaster", "coaster"]["history_selection"] is None
 
 
 def test_cap_keeps_nothing_and_needs_the_same_corrections_every_time(skill_run) -> None:
@@ -136,6 +154,9 @@ def test_plan_level_knowledge_carries_the_right_object(tmp_path, embedder) -> No
     rows = {(r["method"], r["iteration"]): r for r in read_results(tmp_path)}
     assert rows["droc", 1]["said"] == ["No, not the red cup. My cup is the blue cup."] and rows["droc", 1]["success"]
     assert "# correction: plan-level, about the initial request: Use the blue cup, not the red cup." in rows["droc", 1]["transcript"]
+    [answer] = rows["droc", 1]["handler"]
+    assert answer["dependence_raw"] in ("(b)", "The correction depends on (b).")
+    assert answer["constraint"] == "Use the blue cup, not the red cup."
     for iteration in (2, 3):
         assert rows["droc", iteration]["corrections"] == 0 and "they mean the blue cup" in rows["droc", iteration]["shown"]
         assert rows["cap", iteration]["corrections"] == 1  # told again every time
@@ -176,11 +197,34 @@ def test_the_command_line_runs_resumes_and_names_bad_arguments(tmp_path, capsys)
         assert main(["eval", "droc", "--out", str(fresh), "--no-progress", *extra]) == 2, extra
         assert message in capsys.readouterr().err, extra
         assert not fresh.exists()  # refused before anything was written
+    renamed = tmp_path / "renamed"  # the old name of droc-retrieve-all: accepted with a deprecation warning
+    assert main(["eval", "droc", "--methods", "droc-all-history", "--tasks", "drawer_part_open", "--iterations", "1",
+                 "--out", str(renamed), "--no-progress"]) == 0
+    assert "method 'droc-all-history' is deprecated: it is 'droc-retrieve-all' now" in capsys.readouterr().err
+    [row] = read_results(renamed)
+    assert row["method"] == "droc-retrieve-all" and (renamed / "knowledge" / "droc-retrieve-all").is_dir()
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
     assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--out", str(other), "--no-progress"]) == 2
     assert "holds no DROC run" in capsys.readouterr().err
+
+
+def test_saved_results_and_stores_under_the_old_name_are_read_as_the_new_one(tmp_path, embedder, caplog) -> None:
+    tasks = [t for t in load_tasks() if t.id == "drawer_part_open"]
+    run_droc(DrocConfig(methods=("droc-retrieve-all",), iterations=1), tmp_path, double_models(), tasks=tasks, text_embedder=embedder)
+    results = tmp_path / "results.jsonl"  # as an older version wrote them
+    results.write_text(results.read_text().replace('"droc-retrieve-all"', '"droc-all-history"'))
+    (tmp_path / "knowledge" / "droc-retrieve-all").rename(tmp_path / "knowledge" / "droc-all-history")
+    with caplog.at_level("WARNING"):
+        rows = read_results(tmp_path)
+    assert [r["method"] for r in rows] == ["droc-retrieve-all"] and "is deprecated" in caplog.text
+    assert summarise(rows)["per_task"]["droc-retrieve-all"]["drawer_part_open"] == {1: 2.0}
+    seen: list[dict] = []
+    run_droc(DrocConfig(methods=("droc-retrieve-all",), iterations=2), tmp_path, double_models(), tasks=tasks, text_embedder=embedder,
+             progress=seen.append)
+    assert [(r["iteration"], r["corrections"]) for r in seen] == [(2, 0)]  # iteration 1 was done; the old store carried on
+    assert (tmp_path / "knowledge" / "droc-retrieve-all").is_dir() and not (tmp_path / "knowledge" / "droc-all-history").exists()
 
 
 def test_the_doubles_read_their_prompts() -> None:
@@ -192,13 +236,31 @@ def test_the_doubles_read_their_prompts() -> None:
     assert read_parameter("Thanks!", "open") is None
     assert wrong_object("No, not the red cup. My cup is the blue cup.") == ("red cup", "blue cup")
     assert wrong_object("Wrong block, take the green block.") == ("", "green block")
-    prompt = ("def open(thing: str, *, pull_distance: float = 0.32) -> str:\n    # parameters:\n"
-              "    #   pull_distance: default 0.32 m, range [0.1, 0.32] m; how far\n\nThe latest skill calls, oldest first:\n"
-              "1. open('cupboard')   <- the last action\n\nThe person now says: Pull it out a bit less.\n")
-    answer = CorrectionDouble().answer(prompt)
+    skills = ("def open(thing: str, *, pull_distance: float = 0.32) -> str:\n    # parameters:\n"
+              "    #   pull_distance: default 0.32 m, range [0.1, 0.32] m; how far\n\n")
+    prompt = skills + ("The latest skill calls, oldest first:\n1. open('cupboard')   <- the last action\n\n"
+                       "The person now says: Pull it out a bit less.\n")
+    answer = CorrectionDouble().answer(prompt)  # the whole-history prompt (Ours-E): the double says the dependence too
     assert answer.startswith("The person wants open on the cupboard") and "```json" in answer
     body = json.loads(answer.split("```json\n", 1)[1].split("```", 1)[0])
-    assert (body["level"], body["parameter"], body["direction"], body["object"]) == ("skill", "pull_distance", "-", "cupboard")
+    assert (body["level"], body["parameter"], body["direction"], body["object"], body["history"]) == \
+        ("skill", "pull_distance", "-", "cupboard", "last")
+    # the two steps: the dependence from the words alone, then the solver from the skill being done and the history shown
+    for words, letter in (("Grasp it a bit lower.", "c"), ("A bit more, please.", "a"), ("That is not mine, I meant the blue cup.", "b"),
+                          ("Just open it the normal way.", "c"), ("You did not get it. Please try again.", "a")):
+        dependence = CorrectionDouble().answer(f'A human is issuing corrections to a robot.\n\nCorrection: "{words}"\nAnswer.')
+        assert dependence == f"({letter})", words
+    doing = "The skill the robot is doing now (its latest call, without its parameter values): {}\n\n"
+    more = "# correction: skill-level, about the last action: grasp('coaster') again with grasp_height_offset=-0.0015 (was 0)\n"
+    for call, history, words, expected in (
+            ("grasp('coaster')", more, "A bit more, please.", ("skill", "grasp_height_offset", "-")),  # the last change again
+            ("grasp('coaster')", more, "A bit less, please.", ("skill", "grasp_height_offset", "+")),
+            ("grasp('coaster')", "depends on: nothing", "A bit more, please.", ("plan", "", "")),  # no history: nothing to repeat
+            ("open('cupboard')", "depends on: nothing", "Pull it out a bit less.", ("skill", "pull_distance", "-"))):
+        double = CorrectionDouble()
+        double.answers = 1  # the bare style
+        body = json.loads(double.answer(skills + doing.format(call) + history + f"\nThe person now says: {words}\n").split("\n")[1])
+        assert (body["level"], body["parameter"], body["direction"]) == expected and "history" not in body, (history, words)
     extracted = ExtractionDouble().answer("The person's original request: bring me my cup\nThe person's corrections:\n"
                                           "- No, not the red cup. My cup is the blue cup.\n\nAlready learned")
     item = json.loads(extracted.split("```json\n", 1)[1].split("```", 1)[0])[0]
@@ -222,7 +284,7 @@ def test_configured_models_over_an_endpoint(tmp_path, capsys) -> None:
 
     def respond(body: dict) -> str:
         prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", [])) or str(body.get("prompt", ""))
-        if "The person now says:" in prompt:
+        if "The person now says:" in prompt or "A human is issuing corrections" in prompt:
             return handler.answer(prompt)
         if "Distil what the robot should remember" in prompt:
             return extractor.answer(prompt)
@@ -237,6 +299,8 @@ def test_configured_models_over_an_endpoint(tmp_path, capsys) -> None:
     assert code == 0, capsys.readouterr().err
     [row] = read_results(out)
     assert row["success"] and row["corrections"] == 2 and row["params"] == {"pull_distance": 0.22} and row["tokens"] > 0
-    assert sum("The person now says:" in json.dumps(r) for r in requests) == 2
+    assert sum("The person now says:" in json.dumps(r) for r in requests) == 2  # the solver, once per correction
+    assert sum("A human is issuing corrections" in json.dumps(r) for r in requests) == 2  # and the dependence step before it
+    assert [a["dependence_raw"] for a in row["handler"]] == ["(c)", "(a)"]  # "so far": on its own; "too far out...": the last
     assert "corrections per iteration (config: openai fake-model)" in capsys.readouterr().out
     assert "not any model's quality" not in (out / "report.md").read_text()

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from teachbot.errors import ConfigError
-from teachbot.knowledge.correction import Correction, CorrectionConfig, CorrectionHandler, SkillCall
+from teachbot.knowledge.correction import Correction, CorrectionConfig, CorrectionHandler, SkillCall, read_dependence
 from teachbot.knowledge.grounding import Grounded, ground, resolve
 from teachbot.language.registry import RobotApi
 from teachbot.language.transcript import NOTE_PREFIX
@@ -50,14 +50,27 @@ def styled(answer: Mapping[str, Any], style: str) -> str:
     }[style]
 
 
+DEPENDENCE_STYLES = {"bare": "{letter}", "fenced": "({letter})", "prose": "The correction depends on ({letter}).",
+                     "think": "<think>Is it (a), (b) or (c)? It depends on...</think>\n({letter})", "python": "({letter}) {name}."}
+LETTERS = {"last": ("a", "Last interaction"), "initial": ("b", "Initial interaction"), "none": ("c", "No dependence")}
+
+
 def reader(rules: Mapping[str, Mapping[str, Any]], style: str = "bare") -> Callable[[str], str]:
-    """A model's ``respond``: the first rule whose key is in the utterance the prompt shows gives the answer;
-    a skill-level answer names the skill and object of the prompt's last action unless the rule says."""
+    """A model's ``respond``: the first rule whose key is in the correction the prompt shows gives the answer.
+    The dependence prompt (step 1) is answered with the rule's history as a letter; the solver's prompt with the
+    rule's answer, whose skill-level form names the skill and object of the prompt's current skill (or, in the
+    whole-history prompt, its last action) unless the rule says."""
 
     def respond(prompt: str) -> str:
+        asked = re.search(r'^Correction: "(.*)"$', prompt, re.M)
+        if asked:  # step 1: from the correction alone
+            history = next((fields.get("history", "last") for key, fields in rules.items() if key in asked.group(1)), "none")
+            letter, name = LETTERS[history]
+            return DEPENDENCE_STYLES[style].format(letter=letter, name=name)
         said = re.search(r"^The person now says: (.*)$", prompt, re.M)
         assert said, "the prompt must show the utterance"
-        last = re.search(r"^\d+\. (\w+)\((['\"])(.*?)\2.*<- the last action$", prompt, re.M)
+        last = re.search(r"^\d+\. (\w+)\((['\"])(.*?)\2.*<- the last action$", prompt, re.M) or \
+            re.search(r"^The skill the robot is doing now [^:]*: (\w+)\((['\"])(.*?)\2", prompt, re.M)
         for key, fields in rules.items():
             if key in said.group(1):
                 answer = {"correction": True, "history": "last", "amount": "small", "value": None, "constraint": "", **fields}
@@ -128,9 +141,13 @@ def test_a_skill_level_correction_is_grounded_in_every_answer_style(household, s
     assert result.note == result.note_line() == \
         "# correction: skill-level, about the last action: grasp('red cup') again with grasp_height_offset=0.02 (was 0)"
     assert "grasp_height_offset" in result.raw  # the model's answer, as it came
-    prompt = model.prompts[0]
+    assert result.dependence_raw == DEPENDENCE_STYLES[style].format(letter="a", name="Last interaction")
+    dependence, prompt = model.prompts  # two calls: what it depends on, then the solution
+    assert 'Correction: "grasp it a bit higher"' in dependence and "grasp('" not in dependence and "bring me" not in dependence
     assert "grasp_height_offset: default 0 m, range [-0.03, 0.05] m; moves the grasp point up" in prompt
-    assert "The person's original request: bring me the red cup" in prompt
+    assert "the last interaction, from the person's previous words on" in prompt
+    assert "{'type': 'dialog', 'text': 'bring me the red cup'}" in prompt and ">>> grasp('red cup')" in prompt
+    assert "The skill the robot is doing now (its latest call, without its parameter values): grasp('red cup')" in prompt
     assert "def close(" not in prompt and "def wipe(" in prompt  # only the skills that take parameters
 
 
@@ -154,12 +171,12 @@ def test_plan_level_and_not_a_correction(household) -> None:
     assert plan.note_line() == "# correction: plan-level, about the initial request: Bring the blue cup, not the red cup."
     thanks = correct.handle("thanks, that's all", history)
     assert (thanks.is_correction, thanks.level, thanks.history, thanks.note_line()) == (False, "none", "none", "")
-    assert len(model.prompts) == 2 and "The person now says: thanks, that's all" in model.prompts[1]
-    assert correct.handle("   ", history).level == "none" and len(model.prompts) == 2  # nothing said: no model call
+    assert len(model.prompts) == 4 and "The person now says: thanks, that's all" in model.prompts[3]
+    assert correct.handle("   ", history).level == "none" and len(model.prompts) == 4  # nothing said: no model call
 
 
-def test_history_last_compounds_initial_restarts_and_none_starts_from_the_defaults(household) -> None:
-    correct, _ = handler(household)
+def test_the_solver_sees_only_the_history_the_correction_depends_on(household) -> None:
+    correct, model = handler(household)
     corrected = console(">>> grasp('red cup', speed_factor=0.4)", "'success'", said("grasp it a bit higher"),
                         "# correction: skill-level, about the last action: grasp('red cup') again with grasp_height_offset=0.02 (was 0)",
                         ">>> grasp('red cup', speed_factor=0.4, grasp_height_offset=0.02)", "'success'")
@@ -168,16 +185,62 @@ def test_history_last_compounds_initial_restarts_and_none_starts_from_the_defaul
     assert more.changes == ("grasp_height_offset 0.02 -> 0.04 m",)
     assert more.statement == "grasp('red cup', speed_factor=0.4, grasp_height_offset=0.04)"
     assert more.call is not None and more.call.kwargs["grasp_height_offset"] == 0.02
+    last = model.prompts[-1]  # the last interaction: the previous words, the note and the re-run, not the request
+    assert "'grasp it a bit higher'" in last and "grasp_height_offset=0.02)" in last and "bring me the red cup" not in last
+    assert "'a bit more'" not in last.split("The person now says:")[0]  # the current words are not history
 
     initial = correct.handle("higher than the first time", corrected)
     assert initial.history == "initial" and initial.call is not None and initial.call.source == "grasp('red cup', speed_factor=0.4)"
     assert initial.changes == ("grasp_height_offset 0 -> 0.02 m",)
     assert initial.note.endswith("about the initial request: grasp('red cup') again with grasp_height_offset=0.02 (was 0)")
+    first = model.prompts[-1]  # the original request and the first attempt, not what came after
+    assert "the initial interaction" in first and "'bring me the red cup'" in first and ">>> grasp('red cup', speed_factor=0.4)" in first
+    assert "'grasp it a bit higher'" not in first and "grasp_height_offset=0.02)" not in first
 
     fresh = correct.handle("grasp higher than you normally do", corrected)
-    assert fresh.history == "none"
-    assert fresh.statement == "grasp('red cup', grasp_height_offset=0.02)"  # the earlier parameters are dropped
-    assert "regardless of the history" in fresh.note
+    assert fresh.history == "none" and "regardless of the history" in fresh.note
+    assert fresh.statement == "grasp('red cup', speed_factor=0.4, grasp_height_offset=0.04)"  # from where the robot is now
+    alone = model.prompts[-1]  # no history at all: the skill being done, without its values
+    assert "depends on: nothing; no earlier interaction is shown" in alone and ">>>" not in alone and "red cup'}" not in alone
+    assert "doing now (its latest call, without its parameter values): grasp('red cup')" in alone
+    assert "speed_factor=0.4" not in alone
+
+
+def test_whole_history_in_one_call_is_ours_e(household) -> None:
+    """history_selection false (Ours-E): one call whose prompt shows the whole history; the answer says the dependence."""
+    correct, model = handler(household, config=CorrectionConfig(history_selection=False))
+    corrected = console(">>> grasp('red cup', speed_factor=0.4)", "'success'", said("grasp it a bit higher"),
+                        ">>> grasp('red cup', speed_factor=0.4, grasp_height_offset=0.02)", "'success'")
+    initial = correct.handle("higher than the first time", corrected)
+    assert len(model.prompts) == 1 and initial.dependence_raw == ""
+    assert initial.history == "initial" and initial.changes == ("grasp_height_offset 0 -> 0.02 m",)
+    prompt = model.prompts[0]
+    assert "The person's original request: bring me the red cup" in prompt and "grasp it a bit higher" in prompt
+    assert "<- the last action" in prompt and '"history" says what the correction depends on' in prompt
+    more = correct.handle("a bit more", corrected)
+    assert more.history == "last" and more.parameters["grasp_height_offset"] == 0.04
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("(a)", "last"), ("b", "initial"), ("(c) No dependence.", "none"), ("<think>(a) or (b)?</think>\n(b)", "initial"),
+    ("It depends on the initial interaction.", "initial"), ("No dependence", "none"), ("Answer: (C)", "none"),
+    ("I am not sure.", None), ("", None),
+])
+def test_the_dependence_answer_is_read_in_the_styles_models_use(answer: str, expected: str | None) -> None:
+    assert read_dependence(answer) == expected
+
+
+def test_an_unreadable_or_failing_dependence_step_takes_the_last_interaction(household) -> None:
+    def respond(prompt: str) -> str:
+        if prompt.startswith("A human is issuing corrections"):
+            raise LLMError("timeout")
+        return reader(SKILL_RULES)(prompt)
+
+    correct, _ = handler(household, respond=respond)
+    result = correct.handle("higher than the first time", console(">>> grasp('red cup')", "'success'"))
+    assert result.history == "last" and result.dependence_raw == "" and result.level == "skill"
+    mumbling, _ = handler(household, respond=lambda p: "hmm" if p.startswith("A human") else reader(SKILL_RULES)(p))
+    assert mumbling.handle("grasp it lower", console(">>> grasp('red cup')")).dependence_raw == "hmm"
 
 
 def test_a_step_is_a_share_of_the_objects_size_along_the_parameters_axis(household, tabletop) -> None:
@@ -278,7 +341,7 @@ def test_an_unusable_answer_is_a_plan_level_correction(household, answer: str) -
     correct, _ = handler(household, respond=lambda _prompt: answer)
     utterance = "grasp  it\na bit higher"
     result = correct.handle(utterance, console(">>> grasp('red cup')", "'success'"))
-    assert result == Correction(**{**fallback("grasp it a bit higher").__dict__, "raw": answer})
+    assert result == Correction(**{**fallback("grasp it a bit higher").__dict__, "raw": answer, "dependence_raw": answer})
 
 
 def test_a_failing_model_is_a_plan_level_correction(household) -> None:

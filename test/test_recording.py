@@ -127,7 +127,9 @@ def test_learning_bag_holds_the_improvement_chain_and_the_lesson_in_the_next_pro
     session = RecordedSession.load(BAGS / "learning_episode")
     teacher = session.completions_for("improvement")  # the chain's four answers, then the distilled knowledge
     assert len(teacher) == 5 and teacher[3].text.startswith(">>> wait_for_trigger()") and '"kind": "preference"' in teacher[4].text
-    [handler] = session.completions_for("correction")  # the person's "No, I meant the green block": plan level
+    # the person's "No, I meant the green block": first what it depends on (the words alone), then plan level
+    dependence, handler = session.completions_for("correction")
+    assert dependence.text.startswith("(b)") and 'Correction: "No, I meant the green block.' in dependence.prompt
     assert '"level": "plan"' in handler.text and "No, I meant the green block" in handler.prompt
     robot = session.completions_for("interaction")
     last_prompt = robot[-2].prompt  # the one answered with the improved behaviour
@@ -148,7 +150,9 @@ def test_household_bag_holds_a_skill_level_correction_and_the_distilled_paramete
     note = next(line for line in lines if line.startswith("# correction: "))
     assert note == "# correction: skill-level, about the last action: move_to('counter') again with speed_factor=0.2222 (was 0.5)"
     assert lines[lines.index(note) + 1] == ">>> move_to('counter', speed_factor=0.2222)"
-    handler = session.completions_for("correction")  # the correction, then two new requests that are none
+    calls = session.completions_for("correction")  # the correction, then two new requests that are none; each in two steps
+    dependence, handler = calls[0::2], calls[1::2]
+    assert [d.text[-3:] for d in dependence] == ["(a)", "(c)", "(c)"] and all('Correction: "' in d.prompt for d in dependence)
     assert len(handler) == 3 and '"level": "skill"' in handler[0].text and all('"correction": false' in c.text for c in handler[1:])
     assert len(session.completions_for("improvement")) == 5  # the chain's four answers, then the distilled knowledge
     blocks = {c.prompt.split("'text': ")[-1].split("'")[1]: c.prompt.split(SYSTEM_END, 1)[1].split("# Example", 1)[0]

@@ -20,13 +20,16 @@ from teachbot.commands._args import add_model_args, comma_names
 from teachbot.commands.llm_args import checked_llm_config
 
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
-METHODS = ("droc", "droc-no-prior", "droc-all-history", "droc-no-visual", "cap")  # teachbot.evaluation.droc.METHODS (kept light)
+# teachbot.evaluation.droc.METHODS (kept light); droc-all-history, the old name of droc-retrieve-all, is still accepted
+METHODS = ("droc", "droc-full-history", "droc-no-prior", "droc-retrieve-all", "droc-no-visual", "cap")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
     """Add ``droc`` to the ``eval`` subcommands."""
     p = kinds.add_parser("droc", help="DROC's evaluation: corrections per iteration for DROC, its ablations and CaP")
-    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {', '.join(METHODS)} (default all)")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {', '.join(METHODS)} (default all; "
+                   "droc-full-history is the paper's Ours-E, the correction handler given the whole history; "
+                   "droc-retrieve-all turns off the retrieval's selection and was called droc-all-history)")
     p.add_argument("--tasks", default="", help="comma-separated task ids of config/benchmarks/droc/ (default all, "
                    "run in the config's order)")
     p.add_argument("--iterations", type=int, default=3, help="iterations per task, 1-3 (default 3)")
@@ -59,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
     trace_into(Path(args.out) / "traces", "teachbot-eval-droc")  # every run's trace beside its results (their trace_id)
 
-    config = DrocConfig(methods=comma_names(args.methods), tasks=comma_names(args.tasks), iterations=args.iterations,
+    from teachbot.evaluation.droc_report import RENAMED  # deferred: loaded when the command runs
+
+    methods = comma_names(args.methods)
+    for old in (m for m in methods if m in RENAMED):
+        print(f"teachbot eval droc: method {old!r} is deprecated: it is {RENAMED[old]!r} now (it turns off the retrieval's "
+              "selection; the paper's Ours-E, the handler given the whole history, is 'droc-full-history')", file=sys.stderr)
+    config = DrocConfig(methods=tuple(RENAMED.get(m, m) for m in methods), tasks=comma_names(args.tasks), iterations=args.iterations,
                         max_corrections=args.max_corrections, shared_store=args.store == "shared")
     tasks = load_tasks()
     config.validate([t.id for t in tasks])  # argument errors before any endpoint or simulator starts

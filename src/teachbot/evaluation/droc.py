@@ -24,25 +24,31 @@ cut short after its distillation keeps what it stored when the run resumes.
 
 Methods (``METHODS``):
 
-- ``droc``: correction handler + knowledge; retrieval by task text and by the looks of the object's crop.
+- ``droc``: the two-step correction handler (what the correction depends on, from its words alone; then
+  the solution from that history only) + knowledge; retrieval by task text and by the looks of the
+  object's crop.
+- ``droc-full-history``: the paper's Ours-E: as droc, but one handler call sees the whole interaction
+  history (no selection of the relevant context) and also says what the correction depends on.
 - ``droc-no-prior``: the store emptied before every episode: nothing carries over.
-- ``droc-all-history``: every stored entry shown and every learned parameter of a skill applied (newest
-  wins), whatever the task or the object: the retrieval's selection switched off.
+- ``droc-retrieve-all``: every stored entry shown and every learned parameter of a skill applied (newest
+  wins), whatever the task or the object: the retrieval's selection switched off. (Its old name,
+  ``droc-all-history``, is still read, with a deprecation warning: it never was the paper's Ours-E.)
 - ``droc-no-visual``: retrieval without images: an object matched by its name and the task's text only.
 - ``cap``: Code as Policies: no handler, no knowledge; the correction is a new instruction to the
   interaction model, which writes the next statement itself.
 
 Results: one line per (method, task, iteration, variant) in ``results.jsonl`` (an existing line is
-skipped when the same command runs again; the stores on disk carry on), then ``summary.json`` and
-``report.md`` (:func:`write_summary`).
+skipped when the same command runs again; the stores on disk carry on), with the handler's raw answers of
+both steps per correction (``handler``), then ``summary.json`` and ``report.md`` (:func:`write_summary`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +58,16 @@ from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
+from teachbot.evaluation.droc_report import (  # noqa: F401 - read_results, summarise, format_table, write_summary: here too
+    RENAMED,
+    RESULTS,
+    SETTINGS,
+    format_table,
+    method_name,
+    read_results,
+    summarise,
+    write_summary,
+)
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
 from teachbot.evaluation.droc_worlds import DrocWorlds
 from teachbot.interaction import CoreConfig, InteractionCore
@@ -59,6 +75,7 @@ from teachbot.interaction.core import ENDED
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
 from teachbot.knowledge import (
     ColourDepthDescriptor,
+    Correction,
     CorrectionConfig,
     CorrectionHandler,
     ExtractionConfig,
@@ -78,30 +95,32 @@ from teachbot.simrobot.direct import DirectSkills
 from teachbot.skills.parameters import NAMES_FIELD, VALUES_FIELD, SkillParameters
 from teachbot.tracing import evaluation_run
 
-RESULTS, SETTINGS = "results.jsonl", "droc_settings.json"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DrocMethod:
-    """``knowledge``: 'retrieval' (text + looks), 'no-visual', 'all' or '' (none); ``prior``: kept across episodes."""
+    """``knowledge``: 'retrieval' (text + looks), 'no-visual', 'all' or '' (none); ``prior``: kept across episodes;
+    ``history_selection``: the handler's two steps (False: one call with the whole history, Ours-E)."""
 
     name: str
     handler: bool = True
     knowledge: str = "retrieval"
     prior: bool = True
     description: str = ""
+    history_selection: bool = True
 
 
 METHODS: dict[str, DrocMethod] = {m.name: m for m in (
-    DrocMethod("droc", description="correction handler + knowledge retrieved by task text and the object's looks"),
+    DrocMethod("droc", description="two-step correction handler + knowledge retrieved by task text and the object's looks"),
+    DrocMethod("droc-full-history", history_selection=False,
+               description="Ours-E: as droc, one handler call sees the whole history and says the dependence itself"),
     DrocMethod("droc-no-prior", prior=False, description="as droc, the knowledge store emptied before every episode"),
-    DrocMethod("droc-all-history", knowledge="all", description="as droc, every entry shown and every learned parameter applied"),
+    DrocMethod("droc-retrieve-all", knowledge="all", description="as droc, every entry shown and every learned parameter applied"),
     DrocMethod("droc-no-visual", knowledge="no-visual", description="as droc, objects matched by name and task text only"),
     DrocMethod("cap", handler=False, knowledge="", prior=False,
                description="Code as Policies: the correction is a new instruction to the interaction model"),
 )}
-
-
 @dataclass(frozen=True)
 class DrocModels:
     """The models of a run: ``interaction`` (droc methods), ``cap`` (the baseline's interaction model),
@@ -226,11 +245,30 @@ class AllHistoryKnowledge(ConsoleKnowledge):
         return values
 
 
+class RecordingHandler(CorrectionHandler):
+    """The correction handler, keeping what it answered for each correction (for results.jsonl)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answers: list[dict[str, Any]] = []
+
+    def handle(self, utterance: str, transcript: Any) -> Correction:
+        found = super().handle(utterance, transcript)
+        self.answers.append({"utterance": utterance, "dependence_raw": found.dependence_raw, "raw": found.raw,
+                             "correction": found.is_correction, "level": found.level, "history": found.history,
+                             "statement": found.statement, "constraint": found.constraint})
+        return found
+
+
 class MethodAgent:
     """One method's robot: its knowledge store and retriever, and an episode runner."""
 
     def __init__(self, method: DrocMethod, models: DrocModels, store_dir: Path, text_embedder: Any, descriptor: Any) -> None:
         self.method, self.models, self.descriptor = method, models, descriptor
+        old = next((store_dir.with_name(o) for o, n in RENAMED.items() if n == method.name), None)
+        if method.knowledge and old is not None and old.is_dir() and not store_dir.exists():
+            log.warning("DROC: the knowledge store %s of the renamed method moves to %s", old, store_dir)
+            old.rename(store_dir)
         self.store = KnowledgeStore(store_dir) if method.knowledge else None
         self.retriever = KnowledgeRetriever(self.store, text_embedder, descriptor, KnowledgeConfig.load()) \
             if self.store is not None else None
@@ -270,8 +308,8 @@ class MethodAgent:
             learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api, "off"),
                                          extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
         if self.method.handler:
-            handler = CorrectionHandler(self.models.correction, api, parameters, CorrectionConfig.load(),
-                                        object_size=lambda n: _size(worlds, task, n))
+            config = dataclasses.replace(CorrectionConfig.load(), history_selection=self.method.history_selection)
+            handler = RecordingHandler(self.models.correction, api, parameters, config, object_size=lambda n: _size(worlds, task, n))
         rounds = 12 + 8 * max_corrections
         core = InteractionCore(api, functions, person, model, config=CoreConfig(session=SessionConfig(max_rounds=rounds), examples_k=0),
                                learner=learner, scene_objects=names, knowledge=knowledge, corrections=handler, log=logs.append)
@@ -296,6 +334,8 @@ class MethodAgent:
         return {"variant": variant.name, "role": variant.role, "object": variant.object, "level": task.level,
                 "world": task.world, "corrections": len(person.said), "success": person.success, "said": list(person.said),
                 "params": recorder.params() or {}, "applied": applied, "shown": person.shown, "stops": stops,
+                "handler": handler.answers if handler is not None else [],
+                "history_selection": self.method.history_selection if self.method.handler else None,
                 "knowledge_entries": len(self.store.list()) if self.store is not None else 0, "tokens": tokens,
                 "cost_usd": round(cost, 6), "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts),
                 "log": logs}
@@ -345,6 +385,9 @@ class DrocConfig:
     models: str = "doubles"
     shared_store: bool = True  # one store across the tasks (False: emptied when each task's sequence starts)
 
+    def __post_init__(self) -> None:  # a renamed method's old name is read as the new one (once, with a warning)
+        object.__setattr__(self, "methods", tuple(dict.fromkeys(method_name(m) for m in self.methods)))
+
     def validate(self, known_tasks: Sequence[str]) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
@@ -356,13 +399,6 @@ class DrocConfig:
             raise ConfigError(f"--iterations must be 1, 2 or 3, got {self.iterations}")
         if self.max_corrections < 1:
             raise ConfigError(f"--max-corrections must be at least 1, got {self.max_corrections}")
-
-
-def read_results(out: Path) -> list[dict[str, Any]]:
-    path = out / RESULTS
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def open_output(out: Path, config: DrocConfig) -> set[tuple[str, str, int, str]]:
@@ -419,79 +455,3 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
     finally:
         bar.close()
     return out / RESULTS
-
-
-# ---------------------------------------------------------------------------------------- summary
-LEVELS = ("all", "skill", "plan")
-PUBLISHED = ("DROC's paper (Zha et al., 2023, Fig. 2) reports, on a real robot arm: in the first round DROC needed "
-             "about half as many corrections as Code as Policies, and after two rounds of teaching it needed few or "
-             "none; CaP, which keeps nothing, is corrected again in every round.")
-
-
-def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Corrections per iteration: per task the mean over the iteration's variants, then the mean over the
-    tasks (all, skill-level, plan-level), per method; with the share of episodes done and per-task means."""
-    cells: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
-    levels: dict[str, str] = {}
-    for row in rows:
-        cells.setdefault((row["method"], row["task"], int(row["iteration"])), []).append(row)
-        levels[row["task"]] = row["level"]
-    methods = list(dict.fromkeys(m for m, _, _ in cells))
-    iterations = sorted({i for _, _, i in cells})
-    per_task = {m: {t: {i: round(sum(r["corrections"] for r in rs) / len(rs), 3)
-                        for (mm, tt, i), rs in sorted(cells.items()) if mm == m and tt == t}
-                    for t in dict.fromkeys(t for mm, t, _ in cells if mm == m)} for m in methods}
-    table: dict[str, dict[str, dict[str, float | None]]] = {}
-    success: dict[str, dict[str, float]] = {}
-    for m in methods:
-        table[m] = {}
-        for level in LEVELS:
-            row = {}
-            for i in iterations:
-                values = [v[i] for t, v in per_task[m].items() if i in v and (level == "all" or levels[t] == level)]
-                row[str(i)] = round(sum(values) / len(values), 3) if values else None
-            table[m][level] = row
-        success[m] = {str(i): round(sum(r["success"] for (mm, _, ii), rs in cells.items() if mm == m and ii == i for r in rs)
-                                    / max(1, sum(len(rs) for (mm, _, ii), rs in cells.items() if mm == m and ii == i)), 3)
-                      for i in iterations}
-    return {"iterations": iterations, "corrections": table, "success": success, "per_task": per_task,
-            "episodes": sum(len(rs) for rs in cells.values()), "published": PUBLISHED}
-
-
-def format_table(summary: Mapping[str, Any]) -> str:
-    """The corrections-per-iteration table (markdown): a column per level and iteration."""
-    its = summary["iterations"]
-    head = ["method", *(f"{level} {i}" for level in LEVELS for i in its), *(f"done {i}" for i in its)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for method, levels in summary["corrections"].items():
-        cells = [_cell(levels[level][str(i)]) for level in LEVELS for i in its]
-        done = [f"{summary['success'][method][str(i)]:.0%}" for i in its]
-        lines.append("| " + " | ".join([method, *cells, *done]) + " |")
-    return "\n".join(lines)
-
-
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def write_summary(out: Path) -> tuple[Path, str]:
-    """summary.json and report.md of ``out``; returns report.md's path and the table."""
-    rows = read_results(out)
-    summary = summarise(rows)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    table = format_table(summary)
-    settings = json.loads((out / SETTINGS).read_text()) if (out / SETTINGS).is_file() else {}
-    tasks = "\n".join(f"| {m} | {t} | " + " | ".join(_cell(v.get(i)) for i in summary["iterations"]) + " |"
-                      for m, per in summary["per_task"].items() for t, v in per.items())
-    lines = ["# DROC evaluation: corrections per iteration", "",
-             f"Models: {settings.get('models', '?')}; at most {settings.get('max_corrections', '?')} corrections per episode; "
-             f"{summary['episodes']} episodes. Per task the mean over the iteration's variants, then the mean over tasks "
-             "(all, skill-level, plan-level tasks); 'done': the share of episodes that ended with the task done.", "",
-             table, "", "## Per task", "", "| method | task | " + " | ".join(f"iter {i}" for i in summary["iterations"]) + " |",
-             "|---|---|" + "---|" * len(summary["iterations"]), tasks, "", "## Published shape", "", PUBLISHED, ""]
-    if settings.get("models") == "doubles":
-        lines += ["With `--models doubles` these figures prove the mechanics (handler, extraction, retrieval, the "
-                  "person from the ground truth), not any model's quality: see teachbot.evaluation.droc_doubles.", ""]
-    path = out / "report.md"
-    path.write_text("\n".join(lines))
-    return path, table

@@ -13,10 +13,18 @@ double answers from what its prompt holds, in the styles chat models use (fenced
   reads the person's words, so it turns a skill-level sentence into the corrected call itself, one
   FIXED step (the grounding of config/knowledge.yaml for an object of the default size, i.e. without
   the object's scale) from the value it last wrote, and remembers nothing between episodes.
-- ``CorrectionDouble`` reads the person's words and the last skill call out of the handler's prompt
-  (prompts/droc_correction.txt) and maps them to one JSON answer: lower/higher -> grasp_height_offset,
-  narrower/wider/less (of the hand) -> gripper_width, left/right -> the place offsets, less/further (of a
-  drawer) -> pull_distance, "the usual way" -> the declared default, "not the X ... the Y" -> plan-level.
+- ``CorrectionDouble`` answers the handler's three prompts from their text. The dependence prompt
+  (prompts/droc_dependence.txt) shows only the correction: a wrong object named back, "I meant", "the first
+  time" or "continue" -> (b) the initial interaction; "the usual way" or a direction word (higher, left,
+  narrower, so far...) -> (c) no dependence; anything else ("a bit more", "try again") -> (a) the last
+  interaction. The solver prompts (prompts/droc_correction.txt with the selected history, or
+  prompts/droc_correction_full.txt with all of it, where it also says the dependence by the same rules) give
+  it the person's words and the skill being done (the "doing now" line, or the last of the listed calls),
+  which it maps to one JSON answer: lower/higher -> grasp_height_offset, narrower/wider/less (of the hand) ->
+  gripper_width, left/right -> the place offsets, less/further (of a drawer) -> pull_distance, "the usual
+  way" -> the declared default, "not the X ... the Y" -> plan-level; "a bit more" or "a bit less" without a
+  parameter word repeats (or reverses) the parameter change of a skill-level note, when the history shown
+  holds one.
 - ``ExtractionDouble`` reads the corrections out of the extractor's prompt (prompts/droc_extract.txt) and
   distils a "not the X but the Y" into a task constraint about Y; skill-level corrections it leaves to the
   extractor's rule entries (the re-run calls).
@@ -52,6 +60,10 @@ KNOWN = "# What I know:"
 SKILL_NOTE = NOTE_PREFIX + "skill-level"
 PLAN_NOTE = NOTE_PREFIX + "plan-level"
 DEFAULT_WORDS = ("normally", "usual", "normal way", "the way you normally")
+INITIAL_WORDS = ("first time", "at first", "continue", "i asked", "i meant", "originally", "to begin with")
+DIRECTION_WORDS = frozenset({"higher", "lower", "left", "right", "wider", "narrower", "closer", "nearer", "faster", "slower",
+                             "further", "farther", "away", "wide", "up", "down"})
+DEPENDENCE_START = "A human is issuing corrections"  # the first words of prompts/droc_dependence.txt
 # "not the X" / "I meant the Y", "is the Y", "take the Y": a wrong object named back
 NOT_THE = re.compile(r"\bnot the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
 MEANT_THE = re.compile(r"\b(?:meant|mean|is|take|want) the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
@@ -247,6 +259,25 @@ def _failed(output: str) -> bool:
     return bool(re.match(r"^[A-Z]\w*(Error|Exception)\b", first))
 
 
+def depends_on(words: str) -> str:
+    """What a correction depends on, from its words alone: ``initial``, ``none`` or ``last`` (see the module docstring)."""
+    said = words.lower()
+    if wrong_object(words) is not None or any(p in said for p in INITIAL_WORDS):
+        return "initial"
+    if any(d in said for d in DEFAULT_WORDS) or set(re.findall(r"[a-z]+", said)) & DIRECTION_WORDS or "so far" in said:
+        return "none"
+    return "last"
+
+
+def noted_change(history: str) -> tuple[str, str] | None:
+    """(parameter, '+' or '-') of the newest skill-level note in ``history``; None when it holds none."""
+    found = re.findall(r"again with (\w+)=([-+\d.e]+) \(was ([-+\d.e]+)", history)
+    if not found:
+        return None
+    name, value, base = found[-1]
+    return name, "+" if float(value) > float(base) else "-"
+
+
 class CorrectionDouble(ScriptedModel):
     """The correction model's stand-in (see the module docstring)."""
 
@@ -256,15 +287,28 @@ class CorrectionDouble(ScriptedModel):
 
     def answer(self, prompt: str) -> str:
         self.answers += 1
+        asked = re.search(r'^Correction: "(.*)"$', prompt, re.M)
+        if asked and prompt.startswith(DEPENDENCE_START):
+            letter = {"last": "a", "initial": "b", "none": "c"}[depends_on(asked.group(1))]
+            return f"({letter})" if self.answers % 2 else f"The correction depends on ({letter})."
         said = prompt.rsplit("The person now says:", 1)[-1].split("\n", 1)[0].strip()
-        section = prompt.split("The latest skill calls, oldest first:", 1)[-1].split("The person now says:", 1)[0]
-        sources = re.findall(r"^\d+\. (.+?)(?:\s+<- the last action)?\s*$", section, re.M)
+        whole = "The latest skill calls, oldest first:" in prompt  # the whole-history prompt (Ours-E)
+        if whole:
+            section = prompt.split("The latest skill calls, oldest first:", 1)[-1].split("The person now says:", 1)[0]
+            sources = re.findall(r"^\d+\. (.+?)(?:\s+<- the last action)?\s*$", section, re.M)
+        else:
+            sources = re.findall(r"^The skill the robot is doing now [^:]*: (\w+\(.*\))\s*$", prompt, re.M)
+        history = prompt.split("The person now says:", 1)[0]
         answer: dict[str, Any] = {"correction": False, "level": "none", "history": "none", "skill": "", "object": "",
                                   "parameter": "", "direction": "", "amount": "", "value": None, "absolute": False,
                                   "constraint": ""}
         named = wrong_object(said)
         last = _parse_call(sources[-1]) if sources else None
         read = read_parameter(said, last[0]) if last is not None and named is None else None
+        if read is None and last is not None and named is None and set(re.findall(r"[a-z]+", said.lower())) & {"more", "less"}:
+            change = noted_change(history)  # "a bit more": the change the last interaction made, again (or reversed)
+            if change is not None:
+                read = (change[0], change[1] if "more" in said.lower() else {"+": "-", "-": "+"}[change[1]])
         if named is not None:
             wrong, meant = named
             constraint = f"Use the {meant}" + (f", not the {wrong}." if wrong else ".")
@@ -290,6 +334,10 @@ class CorrectionDouble(ScriptedModel):
             why = "The person asks for another attempt; the plan should be redone."
         else:
             why = "Nothing to correct."
+        if whole:
+            answer["history"] = depends_on(said)
+        else:
+            answer.pop("history")
         body = json.dumps(answer)
         if self.answers % 2:
             return f"{why}\n```json\n{body}\n```"

@@ -1,13 +1,25 @@
 """DROC's correction handler: is what the person just said a correction, of the plan or of a skill, and
 on which part of the history does it depend?
 
-The correction model (``prompts/droc_correction.txt``) sees the parameterised skills of the robot API with
-their parameters, ranges and docs, the person's original request, the transcript since, the last skill
-calls and the utterance, and answers one JSON object. A plan-level correction gives a constraint the
-interaction LLM replans with; a skill-level one names a call, a parameter, a direction and an amount (or an
-explicit change), which ``grounding`` turns into the parameter's new value in the object's scale; the call
-is re-run with it. History: ``last`` changes the most recent call's values (so "a bit more" compounds),
-``initial`` the first call of that skill on that object, ``none`` the declared defaults.
+Two model calls, as DROC's paper has it (``corrections.history_selection``, the default):
+
+1. the dependence (``prompts/droc_dependence.txt``): from the correction's words alone the model answers
+   what it depends on: (a) the last interaction, (b) the initial interaction, (c) nothing;
+2. the solution (``prompts/droc_correction.txt``): the model sees the parameterised skills of the robot API
+   with their parameters, ranges and docs, the skill being done (its latest call without its values), ONLY
+   the selected history (``last``: the transcript since the person's previous words; ``initial``: the
+   original request and the robot's first attempt; ``none``: nothing) and the utterance, and answers one
+   JSON object.
+
+With ``history_selection: false`` (the paper's Ours-E) one call (``prompts/droc_correction_full.txt``) sees
+the whole history (the request, the transcript since, the last skill calls) and also says the dependence.
+
+A plan-level correction gives a constraint the interaction LLM replans with; a skill-level one names a
+call, a parameter, a direction and an amount (or an explicit change), which ``grounding`` turns into the
+parameter's new value in the object's scale; the call is re-run with it. The change starts from the values
+of the call being corrected: the latest call of that skill on that object, or with ``initial`` the first
+one (the robot re-runs a corrected call from the start, so the latest call's values are where it is now;
+``last`` and ``none`` differ in what the solver is shown, as in the paper).
 
 Whatever the model does (an error, an unreadable answer, a skill or parameter that does not exist), the
 handler answers: the safe fallback is a plan-level correction whose constraint is the utterance itself.
@@ -19,13 +31,14 @@ import ast
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from teachbot.knowledge.grounding import CorrectionConfig, Grounded, ground, number_text, resolve, words
 from teachbot.language.json_reply import read_json
 from teachbot.language.prompts import load_prompt
 from teachbot.language.registry import RobotApi
+from teachbot.language.reply import strip_reasoning
 from teachbot.language.transcript import NOTE_PREFIX, Transcript, person_outputs, utterance_text
 from teachbot.llm.base import Model
 from teachbot.skills.parameters import SkillParameters
@@ -38,10 +51,12 @@ HISTORY_TEXT = {"last": "about the last action", "initial": "about the initial r
 HISTORY_SYNONYMS = {"previous": "last", "latest": "last", "recent": "last", "current": "last", "first": "initial",
                     "original": "initial", "start": "initial", "beginning": "initial", "no": "none", "default": "none",
                     "defaults": "none", "independent": "none"}
+DEPENDENCE_LETTERS = {"a": "last", "b": "initial", "c": "none"}  # the dependence prompt's (a), (b), (c)
+DEPENDENCE_WORDS = (("last interaction", "last"), ("initial interaction", "initial"), ("no dependence", "none"))
 RECENT_CALLS = 5  # skill calls the prompt lists
 
 __all__ = ["HISTORIES", "LEVELS", "Correction", "CorrectionConfig", "CorrectionHandler", "SkillCall",
-           "fill", "parameter_block", "skill_calls"]
+           "fill", "parameter_block", "read_dependence", "skill_calls"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,7 @@ class Correction:
     statement: str = ""
     note: str = ""
     raw: str = ""
+    dependence_raw: str = ""  # the dependence step's answer as it came ('' when that step did not run)
 
     def note_line(self) -> str:
         """The line for the transcript, starting with NOTE_PREFIX ('' when this is no correction)."""
@@ -99,7 +115,11 @@ class CorrectionHandler:
         # (skill, object) -> the learned parameter values the console applied to that call, if any (set by the
         # console when it has a knowledge base): the base a relative correction starts from
         self.learned: Callable[[str, str], Mapping[str, Any]] | None = None
-        self.template = load_prompt(self.config.prompt)
+        if self.config.history_selection:
+            self.template = load_prompt(self.config.prompt)
+            self.dependence_template = load_prompt(self.config.dependence_prompt)
+        else:
+            self.template, self.dependence_template = load_prompt(self.config.full_history_prompt), ""
 
     def last_calls(self, transcript: Transcript | str) -> list[SkillCall]:
         """The parameterised skill calls of the transcript with literal arguments, oldest first."""
@@ -113,9 +133,34 @@ class CorrectionHandler:
         previous = said[-2] if len(said) >= 2 else -1
         return any(index > previous for index, _ in skill_calls(transcript, self.skills, self.parameters))
 
-    def prompt(self, utterance: str, transcript: Transcript | str) -> str:
-        """The correction prompt for ``utterance`` after ``transcript``."""
+    def dependence_prompt(self, utterance: str) -> str:
+        """Step 1's prompt: the correction's words alone."""
+        return fill(self.dependence_template, {"correction": one_line(utterance).replace('"', "'")})
+
+    def dependence(self, utterance: str) -> tuple[str, str]:
+        """Step 1: what ``utterance`` depends on (``last``, ``initial`` or ``none``) and the model's answer as it
+        came; ``last`` when the model fails or its answer names none of the three."""
+        try:
+            raw = self.model.generate(self.dependence_prompt(utterance), stop=(), temperature=0.0,
+                                      max_tokens=self.config.dependence_max_tokens).text
+        except Exception as exc:  # any backend failure: the most common case, the last interaction
+            log.warning("correction: the dependence model failed (%s); taking the last interaction", exc)
+            return "last", ""
+        found = read_dependence(raw)
+        if found is None:
+            log.warning("correction: cannot read the dependence answer %r; taking the last interaction", raw[:200])
+        return found or "last", raw
+
+    def prompt(self, utterance: str, transcript: Transcript | str, history: str | None = None) -> str:
+        """The solution prompt for ``utterance`` after ``transcript``: with ``history`` (``last``, ``initial``,
+        ``none``) the two-step solver's, showing only that history; without, the whole-history prompt (Ours-E)."""
         transcript = as_transcript(transcript)
+        if history is not None:
+            calls = self.last_calls(transcript)
+            current = plain_call(calls[-1], self.parameters.declared(calls[-1].skill)) if calls else "(no skill call with parameters yet)"
+            fields = {"skills": parameter_block(self.api, self.parameters), "current": current,
+                      "history": self.selected_history(transcript, utterance, history), "utterance": one_line(utterance)}
+            return fill(self.template, fields)
         calls = self.last_calls(transcript)
         recent = calls[-RECENT_CALLS:]
         listing = "\n".join(f"{i}. {call.source}" + ("   <- the last action" if i == len(recent) else "")
@@ -133,21 +178,46 @@ class CorrectionHandler:
         if not self.config.enabled:
             return fallback
         transcript = as_transcript(transcript)
+        history, dependence_raw = self.dependence(utterance) if self.config.history_selection else (None, "")
         try:
-            raw = self.model.generate(self.prompt(utterance, transcript), stop=(), temperature=0.0,
+            raw = self.model.generate(self.prompt(utterance, transcript, history), stop=(), temperature=0.0,
                                       max_tokens=self.config.max_tokens).text
         except Exception as exc:  # any backend failure: the interaction LLM replans with the utterance
             log.warning("correction: the model failed (%s); treating %r as a plan-level correction", exc, utterance[:80])
-            return fallback
+            return replace(fallback, dependence_raw=dependence_raw)
         answer = read_json(raw, ("correction", "level"))
         if answer is None:
             log.warning("correction: cannot read the model's answer %r; treating it as a plan-level correction", raw[:200])
-            return plan_fallback(utterance, raw)
+            return replace(plan_fallback(utterance, raw), dependence_raw=dependence_raw)
         try:
-            return self._interpret(answer, utterance, transcript, raw)
+            found = self._interpret(answer, utterance, transcript, raw, history)
         except (TypeError, ValueError, OverflowError) as exc:  # a value of an unexpected type in the answer
             log.warning("correction: the model's answer %r does not fit (%s); treating it as a plan-level correction", raw[:200], exc)
-            return plan_fallback(utterance, raw)
+            found = plan_fallback(utterance, raw)
+        return replace(found, dependence_raw=dependence_raw)
+
+    def selected_history(self, transcript: Transcript, utterance: str, history: str) -> str:
+        """The part of the history the solver sees for ``history`` (see the module docstring), with its heading."""
+        spoken = sorted(person_outputs(transcript.entries))
+        if spoken and utterance_text(transcript.entries[spoken[-1]].text).strip() == utterance.strip():
+            now = spoken.pop()  # the current words are in the transcript: the history ends before them
+            end = now - 1 if transcript.entries[now - 1].kind == "code" else now
+        else:
+            end = len(transcript.entries)
+        limit = self.config.history_lines
+        if history == "none" or not spoken:
+            return ("What this correction depends on: nothing; no earlier interaction is shown." if history == "none" else
+                    f"What this correction depends on: the {'last' if history == 'last' else 'initial'} interaction (none yet).")
+        start = spoken[-1] if history == "last" else spoken[0]
+        stop = end if history == "last" or len(spoken) == 1 else spoken[1] - 1
+        lines = Transcript(transcript.entries[max(0, start - 1):stop]).render().splitlines()
+        if len(lines) > limit:  # the last interaction's newest lines, the initial one's first ones
+            lines = ["(earlier lines left out)", *lines[-limit:]] if history == "last" else [*lines[:limit], "(later lines left out)"]
+        heading = ("What this correction depends on: the last interaction, from the person's previous words on" if history == "last"
+                   else "What this correction depends on: the initial interaction, the person's original request and the robot's "
+                        "first attempt")
+        return (f"{heading} (console transcript: \">>> \" lines are the robot's statements, the other lines are their results "
+                f"and what the person said):\n" + "\n".join(lines))
 
     # ------------------------------------------------------------------ internals
     def _history(self, transcript: Transcript) -> str:
@@ -159,12 +229,13 @@ class CorrectionHandler:
             lines = ["(earlier lines left out)", *lines[-self.config.history_lines:]]
         return "\n".join(lines) or "(nothing yet)"
 
-    def _interpret(self, answer: Mapping[str, Any], utterance: str, transcript: Transcript, raw: str) -> Correction:
+    def _interpret(self, answer: Mapping[str, Any], utterance: str, transcript: Transcript, raw: str,
+                   selected: str | None = None) -> Correction:
         flag = _flag(answer.get("correction"))
         level = " ".join(words(str(answer.get("level") or ""))).replace(" level", "")
         if flag is False or level == "none" or (flag is None and level not in ("plan", "skill")):
             return Correction(False, "none", "none", raw=raw)
-        history = _history_of(answer.get("history"))
+        history = selected if selected is not None else _history_of(answer.get("history"))
         if level == "skill":
             found = self._skill(answer, history, transcript, raw)
             if found is not None:
@@ -197,14 +268,14 @@ class CorrectionHandler:
         spec = declared[name]
         applied = self.learned(base_call.skill, call_subject(base_call, calls)) if self.learned is not None else {}
         default = applied.get(name, self.parameters.default(spec))  # a learned default the console applied silently
-        base = self.parameters.default(spec) if history == "none" else base_call.kwargs.get(name, default)
+        base = base_call.kwargs.get(name, default)
         if isinstance(base, bool) or not isinstance(base, (int, float)):
             log.info("correction: %s has no known value to change (a robot profile default, unbound)", name)
             return None
         size = self._size(call_subject(base_call, calls))
         grounded = ground(spec, float(base), sign, answer.get("amount"), value, size, self.config,
                           absolute=_flag(answer.get("absolute")) is True)
-        kept = {k: v for k, v in base_call.kwargs.items() if not (history == "none" and k in declared)}
+        kept = dict(base_call.kwargs)
         kept[name] = grounded.value
         statement = rewrite_call(base_call.source, kept)
         values = {k: v for k, v in kept.items() if k in declared and isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -335,6 +406,17 @@ def _flag(value: Any) -> bool | None:
     if isinstance(value, str):
         return {"true": True, "yes": True, "false": False, "no": False}.get(value.strip().lower())
     return None
+
+
+def read_dependence(answer: str) -> str | None:
+    """The dependence step's answer: the first "(a)", "(b)" or "(c)" outside its reasoning (or a bare letter, or
+    the category's name) as ``last``, ``initial`` or ``none``; None when it names none of them."""
+    text = strip_reasoning(answer).casefold()
+    letter = re.search(r"\(([abc])\)", text) or re.fullmatch(r"\W*([abc])\W*", text)
+    if letter:
+        return DEPENDENCE_LETTERS[letter.group(1)]
+    named = [(text.find(phrase), history) for phrase, history in DEPENDENCE_WORDS if phrase in text]
+    return min(named)[1] if named else None
 
 
 def _history_of(value: Any) -> str:

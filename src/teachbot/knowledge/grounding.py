@@ -57,7 +57,14 @@ class CorrectionConfig:
     """``knowledge.corrections`` of config/knowledge.yaml: the handler's switch, prompt and grounding steps."""
 
     enabled: bool = True
+    # DROC's two steps: first the dependence prompt decides from the correction alone what it depends on (the
+    # last interaction, the initial one, nothing), then the solver prompt sees that history only. False: one
+    # call whose prompt shows the whole history and which also says the dependence (the paper's Ours-E)
+    history_selection: bool = True
+    dependence_prompt: str = "droc_dependence.txt"
+    dependence_max_tokens: int = 64
     prompt: str = "droc_correction.txt"
+    full_history_prompt: str = "droc_correction_full.txt"
     max_tokens: int = 256
     step_fraction: float = 0.25     # one step: this share of the object's size along the parameter's axis
     large_factor: float = 2.0       # a large amount is this many steps
@@ -78,6 +85,7 @@ class CorrectionConfig:
         config = read_section(cls, raw, "corrections", source)
         problems = [text for bad, text in (
             (config.max_tokens < 1, "corrections.max_tokens >= 1"),
+            (config.dependence_max_tokens < 1, "corrections.dependence_max_tokens >= 1"),
             (config.step_fraction <= 0, "corrections.step_fraction > 0"),
             (config.large_factor < 1, "corrections.large_factor >= 1"),
             (config.default_size <= 0, "corrections.default_size > 0"),

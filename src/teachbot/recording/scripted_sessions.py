@@ -47,6 +47,8 @@ TOO_FAST = ('The person finds the drive too fast: that is the speed of move_to, 
 NEW_REQUEST = ('<think>The person asks for something new; nothing about the last drive is wrong.</think>\n'
                '{"correction": false, "level": "none", "history": "none", "skill": "", "object": "", "parameter": "", '
                '"direction": "", "amount": "", "value": null, "absolute": false, "constraint": ""}')
+# and before each of those, its first step: what the correction depends on, from the words alone (prompts/droc_dependence.txt)
+ON_THE_REQUEST, ON_THE_LAST, ON_NOTHING = "(b) Initial interaction.", "<think>'That' is the last drive.</think>\n(a)", "(c)"
 # and the extraction answers (the improvement model distils knowledge after the chain, or alone at the end of a task)
 BOWL_RULE = ('```json\n[{"kind": "constraint", "text": "Use the bowl the person names by its colour.", "object": "", '
              '"skill": "", "parameters": {}, "scope": "task"}]\n```')
@@ -92,7 +94,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
         interaction=("put_first_on_second('red block', 'yellow bowl')", "wait_for_trigger()",
                      "put_first_on_second('red block', 'blue bowl')", "wait_for_trigger()"),
         person=("put the red block in the blue bowl", "that is the yellow bowl; I said the blue one"),
-        correction=(WRONG_BOWL,), improvement=(BOWL_RULE,),
+        correction=(ON_THE_REQUEST, WRONG_BOWL), improvement=(BOWL_RULE,),
     ),
     ScriptedSession(
         "learning_episode", "a learning episode followed by the improved behaviour on the next request",
@@ -106,7 +108,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      "When the person says 'the block', take the green block.",
                      "Whenever the person does not say which block.",
                      IMPROVED, BLOCK_RULE),
-        correction=(WRONG_BLOCK,),
+        correction=(ON_THE_REQUEST, WRONG_BLOCK),
     ),
     # the core paper's household demonstrations (issue 11)
     ScriptedSession(
@@ -136,7 +138,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      "When going to the counter, use speed_factor=0.2.",
                      "Only when the destination is the counter; other routes keep their speed.",
                      SLOW_LESSON, SLOW_RULE),
-        correction=(TOO_FAST, NEW_REQUEST, NEW_REQUEST),
+        correction=(ON_THE_LAST, TOO_FAST, ON_NOTHING, NEW_REQUEST, ON_NOTHING, NEW_REQUEST),
         scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
 )}
