@@ -225,6 +225,9 @@ def test_rates_have_wilson_intervals_over_cases_and_t_intervals_over_trials() ->
            "worker": {"calls": 4, "failures": 1, "fallbacks": 0, "problems": ["x"]}}
     table = format_table(summarise([row]), by_task=True)
     assert "| memory | standalone | jello | 1 | 1.00 [0.21, 1.00] | 1.00 [0.21, 1.00] | 0.00 [0.00, 0.79] | 1.00 | 1 / 0 |" in table
+    pair = {**row, "mode": "consecutive", "second": "sort", "success": False, "done": {"jello": True, "sort": False}}
+    summary = summarise([pair])["memory"]["consecutive"]
+    assert summary["success"]["mean"] == 0.0 and summary["by_task"]["jello"]["success"]["mean"] == 1.0  # the task's own
 
 
 # ---------------------------------------------------------------------------------------- success depends on the logs

@@ -50,12 +50,14 @@ def _group(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Per method and mode: cases, trials, success, task and environment retention (each with its 95 %
     interval), actions per required action, the worker's calls, failures and fallbacks; under ``by_task``
-    the same per first task (the paper's Tables II-IV)."""
+    the same per first task (the paper's Tables II-IV), its success that task's own (a case's success needs
+    both of its tasks done)."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     tasks: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["method"], row["mode"]), []).append(row)
-        tasks.setdefault((row["method"], row["mode"], row["first"]), []).append(row)
+        own = bool((row.get("done") or {}).get(row["first"], row["success"]))
+        tasks.setdefault((row["method"], row["mode"], row["first"]), []).append({**row, "success": own})
     out: dict[str, Any] = {}
     order = {m: i for i, m in enumerate((*METHODS, *MODES))}
     for (method, mode), group in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][0], order.get(kv[0][1], 99))):
