@@ -94,6 +94,22 @@ def test_bad_goal_config_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_text("task_memory:\n  working_memory: guess\n")
     with pytest.raises(ConfigError, match="working_memory must be one of"):
         TaskMemoryConfig.load(bad)
+    bad.write_text("task_memory:\n  worker_temperature: 3\n")
+    with pytest.raises(ConfigError, match="worker_temperature must be between 0 and 2"):
+        TaskMemoryConfig.load(bad)
+    assert CONFIG.worker_temperature == 0.2  # the paper's
+
+    class Recorded(ScriptedModel):
+        temperatures: list = []
+
+        def generate(self, prompt: str, stop=None, **kwargs):  # type: ignore[override]
+            self.temperatures.append(kwargs.get("temperature"))
+            return super().generate(prompt, stop, **kwargs)
+
+    model = Recorded(respond=lambda _p: "apple", name="worker")
+    tm = memory(tmp_path, Table(), WorkerLLM(model, "{log}", CONFIG))
+    tm.begin("sort", "sort")
+    assert model.temperatures and set(model.temperatures) == {0.2}
 
 
 def test_steps_follow_the_world_and_the_pointing_order() -> None:

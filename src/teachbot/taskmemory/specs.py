@@ -108,6 +108,7 @@ class TaskMemoryConfig:
     working_memory: str = "extractor"
     declarative_limit: int = 20
     worker_log_lines: int = 40
+    worker_temperature: float = 0.2  # the multi-task paper's sampling temperature for its LLMs
     logged_functions: tuple[str, ...] = ()
     categories: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     profiles: Mapping[str, Mapping[str, TaskSpec]] = field(default_factory=dict)
@@ -127,7 +128,10 @@ class TaskMemoryConfig:
         limit = int(raw.get("declarative_limit", 20))
         if limit < 1:
             raise ConfigError(f"{source}: task_memory.declarative_limit must be at least 1")
-        return cls(bool(raw.get("enabled", True)), mode, limit, int(raw.get("worker_log_lines", 40)),
+        temperature = float(raw.get("worker_temperature", 0.2))
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigError(f"{source}: task_memory.worker_temperature must be between 0 and 2, got {temperature}")
+        return cls(bool(raw.get("enabled", True)), mode, limit, int(raw.get("worker_log_lines", 40)), temperature,
                    tuple(str(f) for f in raw.get("logged_functions") or ()), categories, profiles)
 
     def tasks(self, profile: str) -> Mapping[str, TaskSpec]:

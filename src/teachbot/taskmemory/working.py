@@ -207,7 +207,7 @@ class WorkerLLM:
     def _ask(self, prompt: str) -> str | None:
         self.stats.calls += 1
         try:
-            return self.model.generate(prompt, stop=(), temperature=0.0).text
+            return self.model.generate(prompt, stop=(), temperature=self.config.worker_temperature).text
         except (LLMError, OSError) as exc:
             self._failed(f"the model failed: {exc}")
             return None
