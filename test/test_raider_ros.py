@@ -85,6 +85,11 @@ def test_the_service_uses_each_worlds_reach():
     tools = GroundedToolsService(house, config=config).tools()
     assert (tools.reach.radius, tools.reach.mobile) == (0.7, True) and tools.layout is household.layout
     assert tools.reach.workspace == Reach.for_robot(RobotProfile.load("household_sim"), 0.7).workspace
+    # the tools answer in the style of the profile the console's prompt is written for: facts for the paper's, judged
+    # for the guided deviation (whose prompt says the tools judge reach and ambiguity)
+    assert tools.style == "facts" and service.tools().style == "facts"
+    guided = GroundedToolsService(house, config=RaiderConfig(reach={"household": 0.7}, profile="guided"))
+    assert guided.tools().style == "judged"
 
 
 def test_missing_servers_say_what_to_start(ros_context):

@@ -40,12 +40,12 @@ class GroundedToolsService:
         return self._config
 
     def tools(self) -> GroundedTools:
-        """The six tools over the node's scene as it is now."""
+        """The six tools over the node's scene as it is now, in the style of config/raider.yaml's profile."""
         node: Any = self.node
-        household = getattr(node, "household", None)
+        household, config = getattr(node, "household", None), self.config()
         if household is not None:
-            return GroundedTools(node.queries, self.config().reach_for("household"), layout=household.layout)
-        return GroundedTools(node.queries, self.config().reach_for("tabletop"))
+            return GroundedTools(node.queries, config.reach_for("household"), layout=household.layout, style=config.tool_style)
+        return GroundedTools(node.queries, config.reach_for("tabletop"), style=config.tool_style)
 
     def answer(self, tool: str, args: list[str]) -> tuple[bool, str]:
         """(success, the tool's answer or the error)."""
