@@ -20,31 +20,37 @@ _CLOSING = {"{": "}", "[": "]"}
 _JSON_NAMES = {"true": True, "false": False, "null": None, "none": None}
 
 
+def closing_index(text: str, start: int) -> int:
+    """The index just past the bracket that closes the one at ``text[start]`` ('{' or '['), quotes respected;
+    -1 when it is never closed."""
+    opener = text[start]
+    closer = _CLOSING[opener]
+    depth, quote, escaped = 0, "", False
+    for end in range(start, len(text)):
+        c = text[end]
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == opener:
+            depth += 1
+        elif c == closer:
+            depth -= 1
+            if depth == 0:
+                return end + 1
+    return -1
+
+
 def bracketed(text: str, opener: str = "{") -> Iterator[str]:
     """Every balanced span of ``text`` that starts with ``opener`` ('{' or '['), in order of its start."""
-    closer = _CLOSING[opener]
     for start, char in enumerate(text):
-        if char != opener:
-            continue
-        depth, quote, escaped = 0, "", False
-        for end in range(start, len(text)):
-            c = text[end]
-            if quote:
-                if escaped:
-                    escaped = False
-                elif c == "\\":
-                    escaped = True
-                elif c == quote:
-                    quote = ""
-            elif c in "\"'":
-                quote = c
-            elif c == opener:
-                depth += 1
-            elif c == closer:
-                depth -= 1
-                if depth == 0:
-                    yield text[start:end + 1]
-                    break
+        if char == opener and (end := closing_index(text, start)) > 0:
+            yield text[start:end]
 
 
 def literal(candidate: str) -> Any:

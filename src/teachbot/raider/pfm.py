@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from teachbot.language.json_reply import closing_index
+
 VERDICTS = ("ambiguity", "unfeasibility", "none")
 TOOL_CALL = "Tool call:"
 TOOL_RESPONSE = "Tool response:"
@@ -69,29 +71,6 @@ class PaperTurn:
     calls: list[tuple[str, list[Any] | dict[str, Any], str, str]] = field(default_factory=list)
     final: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
-
-
-def _balanced(text: str, start: int) -> int:
-    """The index just past the brace that closes the one at ``start`` (strings respected); -1 when unclosed."""
-    depth, quote, escaped = 0, "", False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return -1
 
 
 def parse_call_tool(body: str) -> tuple[str, list[Any] | dict[str, Any]]:
@@ -154,7 +133,7 @@ def read_paper_turn(reply: str) -> PaperTurn:
         if m.start() < pos or (quoted and quoted[1] <= m.start() < quoted[2]):
             continue
         brace = m.end() - 1
-        end = _balanced(reply, brace)
+        end = closing_index(reply, brace)
         shown = reply[m.start(): end if end > 0 else len(reply)].strip()
         if end < 0:
             turn.calls.append(("", [], shown, "the call's braces are not closed"))
