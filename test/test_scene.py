@@ -66,7 +66,7 @@ def test_example_scene_file_loads(tabletop):
     [
         ("objects: [", "invalid YAML"),
         ("- just a list", "non-empty list 'objects:'"),
-        ("objects: [{category: cup, color: red, position: [0, -0.5]}]", "category must be one of"),
+        ("objects: [{category: plate, color: red, position: [0, -0.5]}]", "category must be one of"),
         ("objects: [{category: block, color: teal, position: [0, -0.5]}]", "color must be one of"),
         ("objects: [{category: block, color: red, position: [0.9, -0.5]}]", "outside the workspace"),
         ("objects: [{category: block, color: red, position: [0]}]", "position must be [x, y]"),

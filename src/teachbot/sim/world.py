@@ -1,4 +1,4 @@
-"""The PyBullet tabletop world: the arm (``ArmWorld``) at a table with blocks and bowls.
+"""The PyBullet tabletop world: the arm (``ArmWorld``) at a table with blocks, bowls and cups (upright or flipped).
 
 What only a simulator has (ground truth, reset) sits beside the controllers. No ROS here:
 ``teachbot.nodes.sim_node`` wraps it.
@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import pybullet as pb
 
+from teachbot.errors import InvalidArgumentError
 from teachbot.robot_profile import RobotProfile
 from teachbot.sim.arm_world import ArmWorld
+from teachbot.sim.cup import CupGeometry, cup_body, cup_pose
 from teachbot.world.scene import SceneSpec, TabletopConfig
 
 TABLE_RGBA = (0.78, 0.66, 0.5, 1.0)
@@ -79,6 +81,9 @@ class TabletopWorld(ArmWorld):
         for spec in scene.objects:
             if spec.category == "bowl":
                 body, size = self._make_bowl(spec.color, spec.position)
+            elif spec.category == "cup":
+                body = cup_body(self.client, self._rgba(spec.color), spec.position, spec.pose, spec.yaw)
+                size = CupGeometry().size
             else:
                 body, size = self._make_block(spec.color, spec.position, spec.yaw, (heights or {}).get(spec.name))
             self._objects[spec.name] = (body, spec.category, spec.color, size)
@@ -120,6 +125,13 @@ class TabletopWorld(ArmWorld):
         body = pb.createMultiBody(0, col, vis, basePosition=[xy[0], xy[1], 0.0], physicsClientId=self.client)
         pb.changeVisualShape(body, -1, rgbaColor=self._rgba(color), physicsClientId=self.client)
         return body, np.array([2 * r, 2 * r, h])
+
+    def cup_pose(self, name: str) -> str:
+        """``upright`` or ``flipped``: how the cup ``name`` stands now."""
+        body, category, _, _ = self._objects[name]
+        if category != "cup":
+            raise InvalidArgumentError(f"{name} is a {category}, not a cup")
+        return cup_pose(self.client, body)
 
     def objects(self) -> list[ObjectState]:
         """Ground truth of every object, with what it rests on or in."""

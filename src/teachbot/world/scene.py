@@ -16,7 +16,9 @@ from teachbot.config import load_yaml
 from teachbot.errors import SceneSpecError
 from teachbot.paths import config_path
 
-CATEGORIES = ("block", "bowl")
+CATEGORIES = ("block", "bowl", "cup")
+CUP_POSES = ("upright", "flipped")  # a cup stands on its base (open top) or on its rim (teachbot.sim.cup)
+CUP_REACH = 0.09  # m between a cup's centre and another object's: its rim's diameter and a little
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class ObjectSpec:
     color: str
     position: tuple[float, float]
     yaw: float = 0.0
+    pose: str = "upright"  # cups only: upright or flipped
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class SceneSpec:
                 "color": o.color,
                 "position": [round(o.position[0], 6), round(o.position[1], 6)],
                 "yaw": round(o.yaw, 6),
+                **({"pose": o.pose} if o.category == "cup" else {}),
             }
             for o in self.objects
         ]
@@ -174,15 +178,19 @@ def scene_from_yaml(text: str, config: TabletopConfig | None = None, source: str
         yaw = row.get("yaw", 0.0)
         if not isinstance(yaw, (int, float)):
             raise SceneSpecError(f"{where}: yaw must be a number of radians, got {yaw!r}")
+        pose = row.get("pose", "upright")
+        if pose not in CUP_POSES or (pose != "upright" and category != "cup"):
+            raise SceneSpecError(f"{where}: pose must be one of {', '.join(CUP_POSES)} (and only a cup may be flipped), got {pose!r}")
         name = row.get("name") or f"{color} {category}"
         if name in (o.name for o in objects):
             raise SceneSpecError(f"{where}: duplicate name {name!r}; give each object a distinct name")
-        objects.append(ObjectSpec(str(name), category, color, (float(pos[0]), float(pos[1])), float(yaw)))
+        objects.append(ObjectSpec(str(name), category, color, (float(pos[0]), float(pos[1])), float(yaw), str(pose)))
     min_gap = cfg.block_size * 1.2
     for i, a in enumerate(objects):
         for b in objects[i + 1 :]:
             gap = float(np.hypot(a.position[0] - b.position[0], a.position[1] - b.position[1]))
-            reach = cfg.bowl_radius + cfg.block_size if "bowl" in (a.category, b.category) else min_gap
+            reach = (cfg.bowl_radius + cfg.block_size if "bowl" in (a.category, b.category)
+                     else CUP_REACH if "cup" in (a.category, b.category) else min_gap)
             if gap < reach:
                 raise SceneSpecError(f"{source}: {a.name!r} and {b.name!r} overlap ({gap:.3f} m apart); move one of them")
     return SceneSpec(tuple(objects), seed=None)
