@@ -6,7 +6,8 @@ Out: perception/objects (ObjectList, latched) at ``rate`` Hz, in ``base_frame``.
 Services: perception/detect (Detect), perception/query_scene (QueryScene), perception/grounded_tool
 (GroundedTool: RAIDER's grounded tools over this node's scene, teachbot.nodes.grounded_tools_service),
 perception/describe_object (DescribeObject: a named object's crop descriptor for visual knowledge
-retrieval, with the image embedder of config/knowledge.yaml; teachbot.knowledge.object_crop).
+retrieval, with the image embedder of config/knowledge.yaml: its box in the scene camera's frame and a mask
+from depth above the support, no segmentation ids; teachbot.knowledge.object_crop).
 With the sim_ground_truth backend it asks sim/get_world_state for the segment labels and for what the
 simulator knows about each object (held, supported_by).
 With ``perception.observe: world_state`` (the household world, config/perception_household.yaml) the
@@ -31,14 +32,14 @@ from teachbot_interfaces.msg import ObjectList, ThingStates
 from teachbot_interfaces.srv import DescribeObject, Detect, GetWorldState, QueryScene
 
 from teachbot.errors import ConfigError, TeachbotError
-from teachbot.knowledge.object_crop import knowledge_settings, object_crop
+from teachbot.knowledge.object_crop import ObjectBounds, knowledge_settings, object_crop
 from teachbot.nodes.common import LATCHED_QOS, SENSOR_QOS, refuse_duplicate, run_nodes
 from teachbot.nodes.convert import image_array, stamp_msg, stamp_seconds, tracked_object_msg
 from teachbot.nodes.grounded_tools_service import GroundedToolsService
 from teachbot.perception.config import PerceptionConfig
 from teachbot.perception.detector import Frame
 from teachbot.perception.household import HouseholdPerception, ThingStatus, WorldThing
-from teachbot.perception.localize import CameraModel
+from teachbot.perception.localize import CameraModel, category_of
 from teachbot.perception.pipeline import Perception
 from teachbot.perception.relations import SceneQueries
 from teachbot.perception.scene_model import SceneModel
@@ -394,11 +395,13 @@ class PerceptionNode(Node):
         return response
 
     def on_describe_object(self, request: DescribeObject.Request, response: DescribeObject.Response) -> DescribeObject.Response:
-        """The image descriptor of the named object's crop in the latest frame (its segment, else its box)."""
+        """The image descriptor of the named object's crop in the latest frame of the scene camera: its detection
+        box (else its tracked box projected) and the pixels that depth puts above the support inside its footprint
+        (teachbot.knowledge.object_crop; no segmentation ids)."""
         name = request.name.strip()
         response.image_model = self.image_embedder.name
         try:
-            frame = self._frame_for_crops()
+            frame, camera = self._frame_for_crops()
             track = self.scene.get(name)
             if track is None:
                 known = ", ".join(sorted(o.name for o in self.scene.objects())) or "nothing yet"
@@ -406,10 +409,13 @@ class PerceptionNode(Node):
             if self.household is None and not track.seen:
                 raise TeachbotError(f"{name} is not in the camera's view in the latest frame ({track.hidden or 'not seen'}); "
                                     "it cannot be described now")
+            config = self.household.config if self.household is not None else self.config
+            bounds = ObjectBounds.of(track.position, track.size, track.yaw, category_of(track.label, config).anchor)
+            box = track.box if self.household is None and track.box[2] > track.box[0] else None
             try:
-                crop = object_crop(frame, track.instance, track.box if track.box[2] > track.box[0] else None)
-            except TeachbotError:  # its segment is not in the image: hidden (a closed door, the arm) or out of view
-                raise TeachbotError(f"{name} is not in the camera's view in the latest frame; it cannot be described now") from None
+                crop = object_crop(frame, camera, bounds, box)
+            except TeachbotError as exc:  # hidden (a closed door, the arm) or out of view
+                raise TeachbotError(f"{name} is not in the camera's view in the latest frame ({exc}); it cannot be described now") from None
             try:
                 vector = self.image_embedder.embed(*crop)
             except (TeachbotError, ValueError):
@@ -424,21 +430,24 @@ class PerceptionNode(Node):
         response.success, response.message = True, f"{name}: {len(response.embedding)} values of {self.image_embedder.name}"
         return response
 
-    def _frame_for_crops(self) -> Frame:
-        """The frame the objects' segments refer to: the one the scene model processed last (camera view), or
-        the newest colour, depth and segmentation images of one stamp (observe: world_state)."""
+    def _frame_for_crops(self) -> tuple[Frame, CameraModel]:
+        """The frame the tracks refer to and its camera: the one the scene model processed last (camera view), or
+        the newest colour and depth images of one stamp with the camera as it is now (observe: world_state)."""
         if self.household is None:
             if self._latest is None:
                 raise TeachbotError("no camera frame processed yet; is the camera publishing?")
-            return self._latest[0]
+            return self._latest
+        camera = self._camera_model()
+        if camera is None:
+            raise TeachbotError("no camera_info yet; is the sim's camera on?")
         with self._lock:
             colors = list(self._images["color"])
         for color in reversed(colors):
             t = stamp_seconds(color.header.stamp)
-            depth, seg = self._partner("depth", t), self._partner("segmentation", t)
-            if depth is not None and seg is not None:
-                return Frame(image_array(color), image_array(depth), image_array(seg), {}, t)
-        raise TeachbotError("no camera frame with depth and segmentation yet; is the sim's camera on?")
+            depth = self._partner("depth", t)
+            if depth is not None:
+                return Frame(image_array(color), image_array(depth), None, {}, t), camera
+        raise TeachbotError("no camera frame with depth yet; is the sim's camera on?")
 
     def _warn_once(self, text: str) -> None:
         if text not in self._warned:
