@@ -369,11 +369,13 @@ def test_classic_descriptor_on_rendered_crops(crops) -> None:
     assert rgb.dtype == np.uint8 and rgb.shape[:2] == depth.shape == mask.shape and 200 < mask.sum() < rgb.shape[0] * rgb.shape[1]
     vectors = {name: describe(*crop) for name, crop in crops.items()}
     red = vectors["red block"]
-    assert red.shape == (48,) and red.dtype == np.float32 and red.sum() == pytest.approx(1.0, abs=1e-5)
+    assert red.shape == (76,) and red.dtype == np.float32 and red.sum() == pytest.approx(1.0, abs=1e-5)
     assert similarity(red, red) == pytest.approx(1.0)
-    assert similarity(red, vectors["red block 2"]) > 0.95  # another red block, elsewhere, turned
-    assert 0.6 < similarity(red, vectors["red bowl"]) < 0.85  # same colour, other shape (the depth part)
-    assert similarity(red, vectors["blue bowl"]) < 0.3 and similarity(red, vectors["green bowl"]) < 0.3
+    # the shape (depth histogram and shape grid) holds most of the mass (descriptor v2, Issue 29 item 4):
+    assert similarity(red, vectors["red block 2"]) > 0.85  # another red block, elsewhere, turned
+    assert similarity(red, vectors["red bowl"]) < 0.45  # same colour, other shape
+    assert similarity(red, vectors["blue bowl"]) < 0.35 and similarity(red, vectors["green bowl"]) < 0.35  # neither
+    assert similarity(vectors["blue bowl"], vectors["green bowl"]) > 0.7  # other colour, same shape
     colour_only = describe(rgb, None, mask)
     assert colour_only[40:].sum() == 0 and similarity(colour_only, vectors["red bowl"]) > 0.95  # no depth: colours only
     with pytest.raises(InvalidArgumentError, match="different descriptor settings"):
@@ -392,7 +394,7 @@ def test_visual_retrieval_red_block_not_blue_bowl(tmp_path: Path, crops, minilm)
     by_text = retriever.retrieve(task)  # no image: the text alone brings it
     assert ids(by_text) == ["talk", "slippery"] and by_text[1].visual_score is None
     same = retriever.retrieve(task, image=descriptor.embed(*crops["red block 2"]))
-    assert ids(same) == ["talk", "slippery"] and same[1].visual_score > 0.95
+    assert ids(same) == ["talk", "slippery"] and same[1].visual_score > 0.85
     assert same[1].score == pytest.approx(0.5 * same[1].text_score + 0.5 * same[1].visual_score)
     assert ids(retriever.retrieve(task, image=descriptor.embed(*crops["blue bowl"]))) == ["talk"]  # looks different: dropped
     assert ids(retriever.retrieve(task, image=descriptor.embed(*crops["red bowl"]))) == ["talk"]

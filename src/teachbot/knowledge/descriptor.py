@@ -2,17 +2,25 @@
 
 Two kinds behind one ``ImageEmbedder`` protocol:
 
-- ``ColourDepthDescriptor`` (the classic one; no weights, numpy only): a normalised HSV colour
-  histogram of the object's pixels (hue x saturation for coloured pixels, soft-binned so shading noise
-  at a bin edge does not flip bins; a brightness histogram for grey, black and white pixels), plus,
-  when a depth crop is given, a histogram of each pixel's depth relative to the object's median depth
-  in metres (a block's few flat faces, a bowl's hollow, a bottle's height differ; the offsets are metric,
-  so size counts too). Everything is one float vector: the colour part sums to ``colour_weight``, the
-  depth-shape part to the rest (zeros without depth). The mask (e.g. from a segmentation) selects
-  the object's pixels; without one, the whole crop counts.
+- ``ColourDepthDescriptor`` (the classic one; no weights, numpy only), three parts in one float vector:
+  a normalised HSV colour histogram of the object's pixels (hue x saturation for coloured pixels,
+  soft-binned so shading noise at a bin edge does not flip bins; a brightness histogram for grey, black
+  and white pixels); a histogram of each pixel's depth relative to the object's median depth in metres
+  (a block's flat faces, a bowl's hollow, a bottle's height differ; metric, so size counts too); and a
+  **shape grid**: the mask's tight box cut into ``grid_rows`` x ``grid_cols`` cells, each cell's
+  relative depth (its mean, soft-binned over ``shape_bins`` bins of +-``shape_range`` m) weighted by
+  how much of the cell the object fills. The grid is in the object's own frame (normalised to its box),
+  so it says where the object is deep or shallow and where it is at all: an upright cup's open top
+  (the hollow behind the rim, far away, in the upper cells; the wide rim filling the top corners)
+  differs from a flipped cup's closed base (a near, flat top; the narrow base up). The grid holds
+  ``shape_weight`` of the mass; the colour and depth histograms share the rest as ``colour_weight``
+  and 1 - ``colour_weight``, so with colour as the distractor the shape decides.
+  The mask selects the object's pixels (from a detector, or from depth above the table: see
+  ``teachbot.knowledge.object_crop``); without one, the whole crop counts. Without depth there is
+  neither depth part nor grid (zeros).
   ``similarity`` is the **histogram intersection** sum(min(a, b)) divided by the smaller of the two
-  masses: 1.0 for identical histograms, 0.0 for disjoint ones; when only one side has a depth part,
-  the comparison is colour-only (still in [0, 1]).
+  masses: 1.0 for identical vectors, 0.0 for disjoint ones; when only one side has depth, the
+  comparison is colour-only (still in [0, 1]).
 - ``TransformersImageEmbedder``: a CLIP vision tower with its projection
   (``CLIPVisionModelWithProjection``) or any ``AutoModel`` image backbone such as DINOv2 (pooled
   output, else the CLS token), loaded from a local directory (``local_files_only``); L2-normalised
@@ -64,11 +72,38 @@ class DescriptorConfig:
     depth_range: float = 0.06  # metres either side of the median depth; farther pixels go to the end bins
     min_saturation: float = 0.25  # below this (or below min_value) a pixel counts as grey/black/white
     min_value: float = 0.12
-    colour_weight: float = 0.6
+    colour_weight: float = 0.6  # the colour histogram's share of what the shape grid leaves; the depth histogram has the rest
+    # The shape grid: calibrated on rendered cups, upright and flipped, by tools/calibrate_looks.py. One column:
+    # the fixed camera's perspective leans an object at the image's side, which columns would read as shape.
+    grid_rows: int = 4  # the shape grid over the object's box (rows top to bottom, columns left to right)
+    grid_cols: int = 1
+    shape_bins: int = 7  # per cell, soft bins of its mean depth relative to the object's median
+    shape_range: float = 0.08  # metres either side of the median; farther cells go to the end bins
+    shape_weight: float = 0.8  # share of the shape grid in the whole vector
+
+    def problems(self) -> list[str]:
+        """What is out of range, as ``key rule`` texts (empty: usable)."""
+        return [text for bad, text in (
+            (min(self.hue_bins, self.saturation_bins, self.grey_bins, self.depth_bins) < 1, "histogram bins >= 1"),
+            (min(self.grid_rows, self.grid_cols, self.shape_bins) < 1, "grid_rows, grid_cols, shape_bins >= 1"),
+            (self.depth_range <= 0 or self.shape_range <= 0, "depth_range, shape_range > 0"),
+            (not 0.0 < self.colour_weight <= 1.0, "0 < colour_weight <= 1"),
+            (not 0.0 <= self.shape_weight < 1.0, "0 <= shape_weight < 1"),
+        ) if bad]
+
+    @property
+    def colour_size(self) -> int:
+        """Length of the colour part (the vector's first values)."""
+        return self.hue_bins * self.saturation_bins + self.grey_bins
+
+    @property
+    def grid_size(self) -> int:
+        """Length of the shape grid (the vector's last values)."""
+        return self.grid_rows * self.grid_cols * self.shape_bins
 
     @property
     def size(self) -> int:
-        return self.hue_bins * self.saturation_bins + self.grey_bins + self.depth_bins
+        return self.colour_size + self.depth_bins + self.grid_size
 
 
 # ---------------------------------------------------------------------------------------------- classic
@@ -136,9 +171,11 @@ def describe(rgb: np.ndarray, depth: np.ndarray | None = None, mask: np.ndarray 
         for s_index, s_weight in ((s_low, 1.0 - s_w), (s_high, s_w)):
             np.add.at(colour, (h_index, s_index), h_weight * s_weight)
     grey = _histogram(value[~coloured], cfg.grey_bins)
-    colour_part = _normalised(np.concatenate([colour.ravel(), grey]), cfg.colour_weight)
+    rest = 1.0 - cfg.shape_weight
+    colour_part = _normalised(np.concatenate([colour.ravel(), grey]), rest * cfg.colour_weight)
 
     depth_part = np.zeros(cfg.depth_bins, dtype=np.float64)
+    grid_part = np.zeros(cfg.grid_size, dtype=np.float64)
     if depth is not None:
         depth = np.asarray(depth, dtype=np.float64)
         if depth.shape != rgb.shape[:2]:
@@ -147,8 +184,38 @@ def describe(rgb: np.ndarray, depth: np.ndarray | None = None, mask: np.ndarray 
         if valid.any():
             offsets = depth[valid] - np.median(depth[valid])
             depth_hist = _histogram(np.clip((offsets + cfg.depth_range) / (2 * cfg.depth_range), 0.0, 1.0), cfg.depth_bins)
-            depth_part = _normalised(depth_hist, 1.0 - cfg.colour_weight)
-    return np.concatenate([colour_part, depth_part]).astype(np.float32)
+            depth_part = _normalised(depth_hist, rest * (1.0 - cfg.colour_weight))
+            grid_part = _normalised(shape_grid(selected, valid, depth - np.median(depth[valid]), cfg), cfg.shape_weight)
+    return np.concatenate([colour_part, depth_part, grid_part]).astype(np.float32)
+
+
+def shape_grid(selected: np.ndarray, valid: np.ndarray, offsets: np.ndarray, cfg: DescriptorConfig) -> np.ndarray:
+    """The shape grid (unnormalised, ``cfg.grid_size`` values): the selected pixels' tight box cut into
+    ``grid_rows`` x ``grid_cols`` cells; per cell, its mean relative depth ``offsets`` (metres, over the
+    ``valid`` pixels) soft-binned into ``shape_bins`` bins, weighted by the share of the cell the object fills."""
+    rows, cols = np.nonzero(selected)
+    top, left = rows.min(), cols.min()
+    height, width = rows.max() - top + 1, cols.max() - left + 1
+    cell_rows = np.minimum((rows - top) * cfg.grid_rows // height, cfg.grid_rows - 1)
+    cell_cols = np.minimum((cols - left) * cfg.grid_cols // width, cfg.grid_cols - 1)
+    cells = cfg.grid_rows * cfg.grid_cols
+    cell = cell_rows * cfg.grid_cols + cell_cols
+    filled = np.bincount(cell, minlength=cells).astype(np.float64)
+    deep = valid[rows, cols]
+    counted = np.bincount(cell[deep], minlength=cells).astype(np.float64)
+    total = np.bincount(cell[deep], weights=offsets[rows[deep], cols[deep]], minlength=cells)
+    mean = np.divide(total, counted, out=np.zeros(cells), where=counted > 0)
+    # a cell's pixel area: the box's rows and columns split as evenly as the integer cut above splits them
+    row_edges = -(-np.arange(cfg.grid_rows + 1) * height // cfg.grid_rows)
+    col_edges = -(-np.arange(cfg.grid_cols + 1) * width // cfg.grid_cols)
+    area = np.outer(np.diff(row_edges), np.diff(col_edges)).ravel().astype(np.float64)
+    coverage = np.divide(filled, area, out=np.zeros(cells), where=area > 0) * (counted > 0)
+    low, high, weight = _soft_bins(np.clip((mean + cfg.shape_range) / (2 * cfg.shape_range), 0.0, 1.0), cfg.shape_bins, circular=False)
+    grid = np.zeros((cells, cfg.shape_bins), dtype=np.float64)
+    index = np.arange(cells)
+    np.add.at(grid, (index, low), coverage * (1.0 - weight))
+    np.add.at(grid, (index, high), coverage * weight)
+    return grid.ravel()
 
 
 def similarity(a: Any, b: Any) -> float:
@@ -183,8 +250,11 @@ class ColourDepthDescriptor:
     def __init__(self, config: DescriptorConfig | None = None) -> None:
         self.config = config or DescriptorConfig()
         c = self.config
-        self.name = (f"hsv-depth-hist-v1:h{c.hue_bins}s{c.saturation_bins}g{c.grey_bins}d{c.depth_bins}"
-                     f"r{c.depth_range:g}w{c.colour_weight:g}")
+        if c.problems():
+            raise ConfigError(f"knowledge.descriptor: need {', '.join(c.problems())} (see config/knowledge.yaml)")
+        self.name = (f"hsv-depth-shape-v2:h{c.hue_bins}s{c.saturation_bins}g{c.grey_bins}d{c.depth_bins}"
+                     f"r{c.depth_range:g}w{c.colour_weight:g}:grid{c.grid_rows}x{c.grid_cols}b{c.shape_bins}"
+                     f"r{c.shape_range:g}w{c.shape_weight:g}")
 
     def embed(self, rgb: np.ndarray, depth: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
         return describe(rgb, depth, mask, self.config)
