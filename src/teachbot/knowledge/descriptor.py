@@ -7,12 +7,14 @@ Two kinds behind one ``ImageEmbedder`` protocol:
   soft-binned so shading noise at a bin edge does not flip bins; a brightness histogram for grey, black
   and white pixels); a histogram of each pixel's depth relative to the object's median depth in metres
   (a block's flat faces, a bowl's hollow, a bottle's height differ; metric, so size counts too); and a
-  **shape grid**: the mask's tight box cut into ``grid_rows`` x ``grid_cols`` cells, each cell's
-  relative depth (its mean, soft-binned over ``shape_bins`` bins of +-``shape_range`` m) weighted by
-  how much of the cell the object fills. The grid is in the object's own frame (normalised to its box),
-  so it says where the object is deep or shallow and where it is at all: an upright cup's open top
-  (the hollow behind the rim, far away, in the upper cells; the wide rim filling the top corners)
-  differs from a flipped cup's closed base (a near, flat top; the narrow base up). The grid holds
+  **shape grid**: the mask's tight box cut into ``grid_rows`` x ``grid_cols`` cells (by default 4 rows
+  and one column: the object's profile from top to bottom), each cell's relative depth (its mean,
+  soft-binned over ``shape_bins`` bins of +-``shape_range`` m) weighted by how much of the cell the
+  object fills. The grid is in the object's own frame (normalised to its box), so it says where the
+  object is deep or shallow and how wide it is there: an upright cup's open top (the hollow behind the
+  rim, far away, in the upper rows; the wide rim filling them) differs from a flipped cup's closed base
+  (a near, flat top; the narrow base up). The settings were calibrated on rendered cups
+  (tools/calibrate_looks.py). The grid holds
   ``shape_weight`` of the mass; the colour and depth histograms share the rest as ``colour_weight``
   and 1 - ``colour_weight``, so with colour as the distractor the shape decides.
   The mask selects the object's pixels (from a detector, or from depth above the table: see
