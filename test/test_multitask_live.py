@@ -9,7 +9,7 @@ this test's child process, on a ROS domain of its own (see test/faults/test_node
 what the console printed -- begin_task()'s and retrieve_working_memory()'s working memory (what is done, what
 remains, where the task's objects are). It is never told the task's goals or steps.
 
-The person asks for the fruits to go into the bowl; once one fruit is in and the robot reaches for the next,
+The person asks for the fruits to go into the bowl; once about half are in and the robot reaches for the next,
 the person interrupts with the emergency stop (``/stop`` of ``teachbot chat``, the live robot's interruption: words
 said during a motion wait for the next wait_for_trigger()); the robot stops. The interaction manager is closed and
 a new one started (the memory node's process keeps the task log); the person releases the stop and asks to go on.
@@ -33,15 +33,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from timing import deadline, pytest_timeout, timeout
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENE = ROOT / "config" / "benchmarks" / "multitask" / "scenes" / "fruit_bowl.yaml"
 NODES = ("sim", "skills", "perception", "memory")
 CAMERA = {"camera_width": 320, "camera_height": 240, "camera_rate": 2.0}  # perception reads the world state; cheap
-# the test's judge, never shown to the coordinator: where each goal object must end, what must not move
-GOAL = {"green apple": "bowl", "pear": "bowl", "small banana": "bowl"}
-STILL = ("bowl", "yellow cube", "blue cup")
+# the test's judge, never shown to the coordinator, read from the scene with the test's own common sense (not the task
+# memory's categories): every fruit ends in the scene's fruit bowl, nothing else moves
+FRUIT_TYPES = {"apple", "banana", "orange", "pear", "lemon", "peach", "plum", "watermelon", "strawberry", "grape"}
+
+
+def judge() -> tuple[dict[str, str], tuple[str, ...]]:
+    """(goal object -> where it must end, the objects that must not move) of the scene."""
+    objects = yaml.safe_load(SCENE.read_text())["objects"]
+    bowl = next(o["name"] for o in objects if o["type"] == "fruit_bowl")
+    goal = {o["name"]: bowl for o in objects if o["type"] in FRUIT_TYPES}
+    return goal, tuple(o["name"] for o in objects if o["name"] not in goal)
+
+
+GOAL, STILL = judge()
 FIRST_WORDS = "please put the fruits on the counter into the bowl"
 AGAIN_WORDS = "go on with the fruit bowl where you stopped"
 
@@ -293,11 +305,12 @@ def scenario() -> None:
     live = Live()
     try:
         start = live.world()
-        assert all(start[name].supported_by != "bowl" for name in GOAL), {n: start[n].supported_by for n in GOAL}
-        # the person asks; the robot begins the task and puts a first fruit in
+        assert len(GOAL) >= 2 and all(start[n].supported_by != GOAL[n] for n in GOAL), {n: start[n].supported_by for n in GOAL}
+        # the person asks; the robot begins the task and puts about half the fruits in
         live.speak(FIRST_WORDS)
-        wait_until(lambda: sum(s.startswith("place_object(") and o == "'success'" for s, o in live.statements()) >= 1,
-                   240.0, "a first fruit placed")
+        half = len(GOAL) // 2
+        wait_until(lambda: sum(s.startswith("place_object(") and o == "'success'" for s, o in live.statements()) >= half,
+                   300.0, f"{half} fruit(s) placed")
         # it reaches for the next one: the person interrupts (the emergency stop) while that grasp runs
         wait_until(lambda: any(h.name == "grasp" for h in live.node.skills.in_flight()), 60.0, "the next grasp")
         live.emergency_stop(True)
@@ -358,8 +371,8 @@ def scenario() -> None:
         assert begins == [FIRST_WORDS, f"(resumed) {AGAIN_WORDS}"], begins
         # the coordinator was never handed the task's steps: its first prompt names no goal object
         first_prompt = live.model.prompts[0]
-        named = [name for name in GOAL if re.search(rf"\b{name}\b", first_prompt)]
-        assert not named, f"the coordinator's first prompt after the restart named {named} before begin_task() told it"
+        steps = [name for name in GOAL if f"put the {name} into" in first_prompt]
+        assert not steps, f"the coordinator's first prompt after the restart had the steps for {steps} before begin_task()"
         print(f"live: ok: {len(done_before)} of {len(GOAL)} done before the stop ({', '.join(done_before)}); after the "
               f"restart {len(to_grasp)} grasps and {len(left)} places", flush=True)
     finally:
