@@ -22,7 +22,7 @@ from teachbot.errors import ConfigError
 from teachbot.knowledge.correction import Correction, CorrectionConfig, CorrectionHandler, SkillCall, read_dependence
 from teachbot.knowledge.grounding import Grounded, ground, resolve
 from teachbot.language.registry import RobotApi
-from teachbot.language.transcript import NOTE_PREFIX
+from teachbot.language.transcript import NOTE_PREFIX, Transcript
 from teachbot.llm.base import LLMError
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.robot_profile import RobotProfile
@@ -388,3 +388,16 @@ def test_the_shipped_config_and_bad_values() -> None:
         with pytest.raises(ConfigError, match=message):
             CorrectionConfig.from_mapping(raw, "test")
     assert CorrectionConfig.from_mapping({"knowledge": {}}) == CorrectionConfig()
+
+
+def test_a_long_history_keeps_the_last_interactions_newest_lines_and_the_initial_ones_first(household) -> None:
+    correct, _ = handler(household, config=CorrectionConfig(history_lines=4))
+    tries = [line for n in range(6) for line in (f">>> grasp('red cup', speed_factor=0.{n + 1})", "'success'")]
+    long = console(*tries, said("a bit higher"), ">>> grasp('red cup', grasp_height_offset=0.02)", "'success'", ">>> say('done')")
+    last = correct.selected_history(Transcript.parse(long), "a bit more", "last").splitlines()
+    assert last[1:] == ["(earlier lines left out)", "{'type': 'dialog', 'text': 'a bit higher'}",
+                        ">>> grasp('red cup', grasp_height_offset=0.02)", "'success'", ">>> say('done')"]
+    first = correct.selected_history(Transcript.parse(long), "a bit more", "initial").splitlines()
+    assert first[1:] == [">>> wait_for_trigger()", "{'type': 'dialog', 'text': 'bring me the red cup'}", ">>> list_objects()",
+                         "['red cup', 'blue cup', 'apple', 'milk', 'sponge']", "(later lines left out)"]
+    assert correct.selected_history(Transcript.parse(console()), "a bit more", "none").endswith("no earlier interaction is shown.")
