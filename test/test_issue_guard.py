@@ -110,7 +110,7 @@ def test_a_recovery_plan_from_the_few_shot_prompt():
     model = ScriptedModel(respond=planner_double, stop=())
     plan = RecoveryPlanner(model, api).plan("grasp('milk')", result)
     assert plan == "open('fridge')\ngrasp('milk')"
-    assert "Action: grasp('milk')\nIssue: unfeasibility: the milk is inside the fridge" in model.prompts[0]
+    assert "Action: grasp('milk')\nRobot holding: nothing\nIssue: unfeasibility: the milk is inside the fridge" in model.prompts[0]
     assert "handover_object_to_human" in model.prompts[0]  # the profile's API, not the tabletop's
     with pytest.raises(RecoveryError, match="nothing to recover from"):
         RecoveryPlanner(model, api).plan("grasp('apple')", CheckResult("grasp('apple')", "none", "fine"))
@@ -118,3 +118,33 @@ def test_a_recovery_plan_from_the_few_shot_prompt():
         extract_plan("```python\nteleport('milk')\n```", api)
     with pytest.raises(RecoveryError, match="not valid Python"):
         extract_plan("```python\ngrasp('milk'\n```", api)
+
+
+def test_block_mode_with_a_planner_carries_the_plan_on_the_error_line():
+    api = RobotApi.load("household")
+    prompts: list[str] = []
+
+    def planner_double(prompt: str) -> str:  # reads the last block: the hand, and the blocker named in the issue
+        prompts.append(prompt)
+        tail = prompt.rsplit("\nNow\n", 1)[1]
+        held = tail.split("Robot holding: ", 1)[1].split("\n", 1)[0]
+        blocker = tail.split("Issue: unfeasibility: ", 1)[1].split(" is on top of", 1)[0]
+        return (f"First the {held} goes down, then the {blocker} moves.\n```python\nanswer = ask('Where should I put the {held} down?')\n"
+                f"place_object('counter')\ngrasp({blocker!r})\nplace_object('table')\ngrasp('plate')\n```")
+
+    lines: list[str] = []
+    guard = IssueGuard(Recorder(), "block", ["grasp"], log=lines.append,
+                       planner=RecoveryPlanner(ScriptedModel(respond=planner_double, stop=()), api), held=lambda: "knife")
+    with pytest.raises(ActionIssue) as raised:
+        guard.wrap(household_functions([]))["grasp"]("plate")
+    assert str(raised.value) == ("unfeasibility: banana is on top of plate. Recovery plan: answer = ask('Where should I put the "
+                                 "knife down?'); place_object('counter'); grasp('banana'); place_object('table'); grasp('plate')")
+    assert "Robot holding: knife\nIssue: unfeasibility: banana is on top of plate." in prompts[0]
+
+    # a plan that does not fit on one line is left out, and the log says why; the issue still blocks
+    looping = RecoveryPlanner(ScriptedModel(respond=lambda _p: "```python\nfor _ in range(2):\n    say('hm')\n```", stop=()), api)
+    guard = IssueGuard(Recorder(), "block", ["grasp"], log=lines.append, planner=looping)
+    with pytest.raises(ActionIssue, match=r"^unfeasibility: banana is on top of plate\.$"):
+        guard.wrap(household_functions([]))["grasp"]("plate")
+    assert lines == ["no recovery plan for grasp('plate'): RecoveryError: the recovery plan has a statement that does not fit "
+                     "on one line (line 1)"]

@@ -1,7 +1,8 @@
 """Recov_Plan: recovery plans run in the console sandbox against the simulated robot of a case's world,
 with a simulated person answering ask(); judged by the world afterwards (teachbot.evaluation.raider_recovery).
-The planner double reads the Action and Issue at the end of the recovery prompt, not the few-shot
-examples, and answers like a chat model: a sentence, then the plan in a ```python fence."""
+The planner is the recovery stand-in (teachbot.evaluation.raider_recovery_standin): it reads the Action, Robot
+holding and Issue at the end of the recovery prompt, not the few-shot examples, and answers like a chat model:
+a sentence, then the plan in a ```python fence."""
 
 from __future__ import annotations
 
@@ -16,69 +17,11 @@ from teachbot.cli import main
 from teachbot.evaluation.raider_benchmark import checker_factory, run_cases
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_recovery import evaluate_recovery, goal_of, recovery_api, recovery_rate
+from teachbot.evaluation.raider_recovery_standin import plan_from_prompt as chat_planner
 from teachbot.evaluation.raider_report import report_markdown, summarise
 from teachbot.llm.scripted import ScriptedModel
 from teachbot.raider.agent import CheckResult
-from teachbot.raider.pfm import parse_call
 from teachbot.raider.recovery import RecoveryPlanner
-
-POINTS = ("top left corner", "top side", "top right corner", "left side", "middle", "right side",
-          "bottom left corner", "bottom side", "bottom right corner")
-VERBS = {"grab": "grasp", "take": "grasp", "get": "grasp", "pick up": "grasp", "pick": "grasp", "cut": "slice",
-         "open": "open", "close": "close", "toggle": "toggle", "switch on": "toggle", "turn on": "toggle", "wipe": "wipe",
-         "put": "put_first_on_second", "stack": "put_first_on_second"}
-
-
-def as_call(action: str, household: bool) -> tuple[str, list[str]]:
-    """The action as (function, arguments): a call as written, a sentence by its verb and its objects."""
-    try:
-        fn, args = parse_call(action)
-        return fn, [str(a) for a in args]
-    except ValueError:
-        verb = next((v for v in VERBS if action.startswith(v)), "")
-        if not verb:
-            return "", []
-        fn = VERBS[verb] if household or VERBS[verb] != "grasp" else "pick"
-        objects = re.split(r" (?:in|into|on) (?:the )?", action[len(verb):].strip().removeprefix("up ").removeprefix("the "))
-        return fn, objects
-
-
-def plan_lines(action: str, verdict: str, why: str, household: bool) -> list[str]:
-    fn, args = as_call(action, household)
-    call = f"{fn}({', '.join(map(repr, args))})"
-    if not fn:
-        verdict = why = "unknown action"
-    spot = "[p for p in list_locations() if p in answer['text']][0]" if household else f"[p for p in {POINTS!r} if p in answer['text']][0]"
-    put_down = (lambda thing: [f"answer = ask('Where should I put the {thing} down?')", f"spot = {spot}",
-                               "place_object(spot)" if household else f"put_first_on_second({thing!r}, spot)"])
-    if verdict == "ambiguity":
-        word, names = re.search(r"'([^']+)' could be (?:any of )?(.+?)[;.]", why).groups()
-        a, b = re.split(r", | or (?:the )?", names.removeprefix("the "))[:2]
-        chosen = ", ".join("choice" if x == word else repr(x) for x in args)
-        return [f"answer = ask('Which one do you mean: the {a} or the {b}?')", f"choice = {b!r} if {b!r} in answer['text'] else {a!r}",
-                f"{fn}({chosen})"]
-    closed = re.search(r"inside the (\w+), which is closed|the (\w+) is closed", why)
-    if closed:
-        return [f"open({(closed.group(1) or closed.group(2))!r})", call]
-    holding = re.search(r"holding ([a-z ]+?)(?:,|$| not| and)", why)
-    tool = re.search(r"needs the (\w+) in the hand", why)
-    if holding and ("not free" in why or tool or ", not " in why):
-        steps = put_down(holding.group(1)) + ([f"grasp({tool.group(1)!r})"] if tool else [])
-        return steps + ([f"pick({args[0]!r})"] if fn == "place" else []) + [call]
-    blocker = re.search(r"(?:blocked|occupied): ([a-z ]+?) is (?:blocking|on top of)", why)
-    if blocker:
-        thing = blocker.group(1)
-        return [f"grasp({thing!r})", *put_down(thing)[:2], "place_object(spot)", call] if household else [*put_down(thing), call]
-    return [f"say({f'I cannot do {action}: {why.rstrip(chr(46))}.'!r})"]
-
-
-def chat_planner(prompt: str) -> str:
-    """A recovery plan for the prompt's last Action and Issue, the way a chat model writes it."""
-    tail = prompt[prompt.rindex("\nNow\n"):]
-    action = re.search(r"^Action: (.*)$", tail, re.M).group(1)
-    verdict, _, why = re.search(r"^Issue: (.*)$", tail, re.M).group(1).partition(": ")
-    household = "  move_to(" in prompt
-    return "Here is a plan that resolves the issue:\n```python\n" + "\n".join(plan_lines(action, verdict, why, household)) + "\n```\n"
 
 
 def planner(respond=chat_planner) -> RecoveryPlanner:
@@ -167,3 +110,75 @@ def test_eval_raider_recovery_from_the_command_line(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "recovery.jsonl").read_text().splitlines()]
     assert rows and all(r["plan"] for r in rows) and "Recov_Plan" in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["overall"]["recov_n"] == len(rows)
+
+
+def test_out_of_reach_is_recovered_by_asking_the_person_to_bring_it_closer(worlds, cases):
+    case = cases["hh-iu1-01"]  # grasp(apple), the apple at the far side of the table
+    result = CheckResult(case.query, "unfeasibility", "apple is 1.21 m from the arm's base, beyond its 0.85 m reach.")
+    out = evaluate_recovery(case, result, planner(), worlds)
+    assert out.asked == ["I cannot reach the apple. Could you bring it closer to me?"] and out.brought == ["apple"], out
+    assert out.acted == ["grasp('apple')"] and out.success, out
+    assert worlds.world("household").held_object() == "apple"
+    # asking about something else moves nothing, and the retry fails in the world
+    other = evaluate_recovery(case, result, planner(lambda _p: "```python\nask('Could you bring the plate closer?')\ngrasp('apple')\n```"),
+                              worlds)
+    assert other.brought == [] and not other.success and other.error, other
+
+
+def test_what_a_plan_says_must_give_the_reason_and_name_the_thing(worlds, cases):
+    case = cases["hh-iu1-01"]
+    result = CheckResult(case.query, "unfeasibility", "apple is beyond the robot's reach.")
+    said = lambda text: planner(lambda _p: f"```python\nsay({text!r})\n```")  # noqa: E731
+    assert evaluate_recovery(case, result, said("I cannot grasp the apple: it is out of reach."), worlds).success
+    vague = evaluate_recovery(case, result, said("I cannot do that."), worlds)
+    assert not vague.success and "does not give the reason (IU1)" in vague.why
+    unnamed = evaluate_recovery(case, result, said("That is out of reach."), worlds)
+    assert not unnamed.success and "does not name apple" in unnamed.why
+    wrong = evaluate_recovery(case, result, said("I cannot grasp the apple: it is not pickable."), worlds)
+    assert not wrong.success and "does not give the reason" in wrong.why
+
+
+def test_an_ambiguity_guessed_without_asking_is_no_recovery(worlds, cases):
+    case = cases["hh-ia-01"]
+    result = CheckResult(case.query, "ambiguity", "'cup' could be the blue cup or the red cup.")
+    out = evaluate_recovery(case, result, planner(lambda _p: "```python\ngrasp('red cup')\n```"), worlds)
+    assert out.acted == ["grasp('red cup')"] and not out.success and "without asking which one" in out.why
+
+
+def test_the_prompt_says_what_the_robot_holds_and_the_table_2_contexts():
+    model = ScriptedModel(respond=chat_planner, stop=())
+    result = CheckResult("slice('bread')", "unfeasibility",
+                         "the robot is holding the apple, not a knife; slice needs the knife in the hand.")
+    plan = RecoveryPlanner(model, recovery_api("household")).plan("slice('bread')", result, held="apple")
+    assert "Action: slice('bread')\nRobot holding: apple\nIssue: unfeasibility: the robot is holding" in model.prompts[-1]
+    assert plan.splitlines()[0] == "answer = ask('Where should I put the apple down?')" and plan.endswith("grasp('knife')\nslice('bread')")
+    scene = "The robot is holding the apple.\nbread: state {}; properties ['sliceable']"
+    RecoveryPlanner(model, recovery_api("household"), "scene").plan("slice('bread')", result, held="apple", scene=scene)
+    tail = model.prompts[-1].rsplit("\nNow\n", 1)[1]
+    assert tail.endswith(f"Issue: unfeasibility\nScene:\n{scene}\n") and "knife" not in tail  # the scene instead of the explanation
+    RecoveryPlanner(model, recovery_api("household"), "scene+explanation").plan("slice('bread')", result, held="apple", scene=scene)
+    assert model.prompts[-1].endswith(f"Issue: unfeasibility: {result.explanation}\nScene:\n{scene}\n")
+    with pytest.raises(ValueError, match="needs the scene description"):
+        RecoveryPlanner(model, recovery_api("household"), "scene").plan("slice('bread')", result)
+    with pytest.raises(ValueError, match="must be one of explanation, scene, scene\\+explanation"):
+        RecoveryPlanner(model, recovery_api("household"), "everything")
+
+
+def test_eval_raider_recovery_offline_with_the_planner_stand_in_in_each_table_2_context(tmp_path, capsys):
+    assert main(["eval", "raider", "--stand-in", "--recovery-stand-in", "--out", str(tmp_path / "x"), "--no-progress"]) != 0
+    assert "give --recovery too" in capsys.readouterr().err
+    rates = {}
+    for context in ("explanation", "scene"):
+        out = tmp_path / context
+        assert main(["eval", "raider", "--stand-in", "--recovery", "--recovery-stand-in", "--recovery-context", context,
+                     "--world", "household", "--cases", "config/benchmarks/raider/household.yaml", "--limit", "40",
+                     "--out", str(out), "--no-progress"]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        settings = json.loads((out / "raider.json").read_text())
+        assert settings["recovery_context"] == context and settings["protocol"]["recovery context"] == context
+        assert settings["models"]["planner"] == "stand-in (reads its prompt)"
+        rows = [json.loads(line) for line in (out / "recovery.jsonl").read_text().splitlines()]
+        assert rows and summary["overall"]["recov_n"] == len(rows)
+        rates[context] = summary["overall"]["recov_plan"]
+    # without the explanation the stand-in can only ask about an ambiguity from the scene's names: it recovers less
+    assert rates["scene"] < rates["explanation"], rates

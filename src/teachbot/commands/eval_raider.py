@@ -5,11 +5,17 @@
     teachbot eval raider --method precond --recovery --llm-base-url URL --llm-model NAME --out DIR  # + Recov_Plan
     teachbot eval raider --method raider --judge --recovery --judge-model NAME ... --trials 3 --out DIR
     teachbot eval raider --stand-in --ablation BASIC --out DIR                 # offline: a stand-in that reads its prompt
+    teachbot eval raider --stand-in --recovery --recovery-stand-in --recovery-context scene --out DIR  # Table 2, offline
 
 The paper's protocol is the default: profile paper (config/raider.yaml: tools that return facts, the zero-shot
 Figure 4 prompt, call_tool{...}, its four warnings) and, for --method precond, the paper's Table B.3 action models.
 Deviations are named options, off by default, and the report lists those that were on: --profile guided (teachbot's
 variant before issue 28), --precond-checks broad.
+
+Recov_Plan's planner sees the action, what the hand holds and the issue with its explanation (the paper's Figure 7);
+--recovery-context scene or scene+explanation are the other rows of the paper's Table 2 (the visual-obs baseline's
+scene description instead of, or beside, the explanation). --recovery-stand-in plans without a model
+(teachbot.evaluation.raider_recovery_standin: it reads only its prompt).
 
 The judge and the recovery planner are the --judge-model (on --judge-base-url, default the same endpoint) when
 one is given, else the model under test; summary.json records which (models.judge_is_model_under_test).
@@ -65,6 +71,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--recovery", action="store_true",
                    help="Recov_Plan: run the recovery plan of each right issue verdict in the case's world (needs a model: "
                         "--judge-model, else the model under test; also with --method precond)")
+    p.add_argument("--recovery-context", default="explanation", choices=("explanation", "scene", "scene+explanation"),
+                   help="what the recovery planner is told besides the action and the hand (the paper's Table 2): the issue's "
+                        "explanation (default, the paper's prompt), the scene description instead, or both")
+    p.add_argument("--recovery-stand-in", action="store_true",
+                   help="--recovery without a model: a planner stand-in that reads only its prompt (proves the harness and "
+                        "the judge, not any model)")
     p.add_argument("--judge-model", default="", metavar="NAME",
                    help="the model of the judge and the recovery planner, not the model under test (default: the model under "
                         "test, recorded as not independent)")
@@ -105,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
     if args.tool_calling:
         config = replace(config, tool_calling=args.tool_calling, tool_calling_by_model={})
     model, judge_model, models, on_trial = None, None, {}, None
-    extras = args.recovery or args.judge
+    if args.recovery_stand_in and not args.recovery:
+        raise ConfigError("--recovery-stand-in stands in for the recovery planner: give --recovery too")
+    extras = (args.recovery and not args.recovery_stand_in) or args.judge
     if args.method == "precond" and extras and not (args.llm_base_url or args.llm_model or args.llm_config or args.judge_model):
         raise ConfigError("--recovery and --judge need a model; give --judge-model, or --llm-base-url and --llm-model (or --llm-config)")
     if args.stand_in:
@@ -116,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         on_trial = stand_in.reseed
         models["under_test"] = f"stand-in (reads its prompt; slip {args.stand_in_slip:g}, seed {args.seed})"
         if extras and not args.judge_model:
-            raise ConfigError("--recovery and --judge with --stand-in need a --judge-model (and --judge-base-url)")
+            raise ConfigError("--recovery and --judge with --stand-in need a --judge-model (and --judge-base-url), "
+                              "or --recovery-stand-in for --recovery")
     if (args.method != "precond" and not args.stand_in) or extras:
         from teachbot.llm.factory import model_from_config, role_settings  # deferred: loaded when the command runs
 
@@ -139,14 +154,21 @@ def run(args: argparse.Namespace) -> int:
             judge_model = model_from_config(judged, "issue_detection")
         if extras:
             name = args.judge_model or str(role_settings(raw, "issue_detection").get("model") or judge_model.name)
-            models.update(judge=name, planner=name,
+            models.update(judge=name, **({} if args.recovery_stand_in else {"planner": name}),
                           judge_is_model_under_test=judge_model is model and args.method != "precond")
     recover = None
     if args.recovery:
         from teachbot.evaluation.raider_recovery import recovery_api  # deferred: pybullet, loaded when the command runs
         from teachbot.raider.recovery import RecoveryPlanner  # deferred: loaded when the command runs
 
-        recover = RecoveryPlanner(judge_model, recovery_api("household"))  # the tabletop cases get the tabletop API
+        planner_model = judge_model
+        if args.recovery_stand_in:
+            from teachbot.evaluation.raider_recovery_standin import recovery_stand_in  # deferred: loaded when the command runs
+
+            planner_model = recovery_stand_in()
+            models["planner"] = "stand-in (reads its prompt)"
+        # the tabletop cases get the tabletop API
+        recover = RecoveryPlanner(planner_model, recovery_api("household"), args.recovery_context)
     judge = None
     if args.judge:
         from teachbot.evaluation.raider_judge import ExplanationJudge  # deferred: pybullet, loaded when the command runs
@@ -155,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     protocol = _protocol(args, config)
     settings = {"method": args.method, "ablation": config.prompt, "tool_calling": args.tool_calling, "world": args.world,
                 "cases": sorted(args.cases), "limit": args.limit, "judge": args.judge, "recovery": args.recovery,
+                **({"recovery_context": args.recovery_context} if args.recovery else {}),
                 "models": models, "trials": args.trials, "protocol": protocol}
     done = open_output(out, settings)
     trace_into(out / "traces", "teachbot-eval-raider")  # every run's trace beside its results (their trace_id)
@@ -207,5 +230,9 @@ def _protocol(args: argparse.Namespace, config: Any) -> dict[str, Any]:
             deviations.append(f"a turn limit of {config.max_turns} (the paper ends a check at its time limit only)")
     if args.stand_in:
         out["model"] = f"stand-in, slip {args.stand_in_slip:g}, seed {args.seed}"
+    if args.recovery:
+        out["recovery context"] = args.recovery_context  # the paper's Table 2 rows; 'explanation' is its prompt
+        if args.recovery_stand_in:
+            out["recovery planner"] = "stand-in (reads its prompt)"
     out["deviations"] = deviations
     return out

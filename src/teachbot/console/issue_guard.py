@@ -4,9 +4,13 @@
 dict. With the profile's guard mode (config/raider.yaml ``guard``) each guarded robot function is
 checked before it runs: ``warn`` logs an issue and acts anyway, ``block`` turns it into the
 statement's error line ``ActionIssue: unfeasibility: ...`` and does not act, so the interaction LLM
-recovers with ``ask()`` or ``say()``. A check that reaches no verdict (time limit, no model) never
-blocks: the action runs and the log says why it was not checked. ROS-free; the checker is anything
-with ``check(query) -> CheckResult`` (the agent in-process, or the issue_detection node's client).
+recovers with ``ask()`` or ``say()``. With a recovery ``planner`` (teachbot.raider.recovery), block mode
+also asks it for a plan, telling it what the hand holds (``held``), and the line carries the plan on one line
+after ``Recovery plan: `` for the console to run as its next statement (each guarded call in it checked
+again); a planner that fails leaves the line without a plan and logs why. A check that reaches no verdict
+(time limit, no model) never blocks: the action runs and the log says why it was not checked. ROS-free; the
+checker is anything with ``check(query) -> CheckResult`` (the agent in-process, or the issue_detection node's
+client).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, Protocol
 
 from teachbot.errors import TeachbotError
 from teachbot.raider.agent import CheckResult
+from teachbot.raider.recovery import PLAN_MARK, one_line
 
 
 class ActionIssue(Exception):  # noqa: N818 - the console shows the class name: "ActionIssue: ambiguity: ..."
@@ -25,6 +30,10 @@ class ActionIssue(Exception):  # noqa: N818 - the console shows the class name: 
 
 class ActionChecker(Protocol):
     def check(self, query: str) -> CheckResult: ...
+
+
+class Planner(Protocol):
+    def plan(self, query: str, result: CheckResult, held: str = "", scene: str = "", timeout: float | None = None) -> str: ...
 
 
 def call_text(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
@@ -37,13 +46,16 @@ class IssueGuard:
     """``check_action`` and the wrappers of the guarded functions for one console."""
 
     def __init__(self, checker: ActionChecker | None, mode: str = "off", guarded: Iterable[str] = (),
-                 log: Callable[[str], None] = lambda _line: None) -> None:
+                 log: Callable[[str], None] = lambda _line: None, planner: Planner | None = None,
+                 held: Callable[[], str] = lambda: "") -> None:
+        """``planner`` and ``held`` (what the hand holds now, '' nothing): the recovery plan in block mode."""
         if mode not in ("off", "warn", "block"):
             raise ValueError(f"guard mode must be off, warn or block, got {mode!r}")
         self.checker = checker
         self.mode = mode
         self.guarded = frozenset(guarded)
         self.log = log
+        self.planner, self.held = planner, held
 
     def _check(self, query: str) -> CheckResult:
         if self.checker is None:
@@ -82,8 +94,19 @@ class IssueGuard:
             elif result.issue:
                 line = f"{result.final_response}: {result.explanation}"
                 if self.mode == "block":
-                    raise ActionIssue(line)
+                    raise ActionIssue(line + self._plan(query, result))
                 self.log(f"ActionIssue (warn mode, acting anyway) before {query}: {line}")
             return fn(*args, **kwargs)
 
         return checked
+
+    def _plan(self, query: str, result: CheckResult) -> str:
+        """' Recovery plan: <one line>' from the planner, '' without one (or when it fails: logged)."""
+        if self.planner is None:
+            return ""
+        try:
+            plan = one_line(self.planner.plan(query, result, held=self.held()))
+        except (TeachbotError, ValueError) as exc:  # LLMError, RecoveryError among them
+            self.log(f"no recovery plan for {query}: {type(exc).__name__}: {exc}")
+            return ""
+        return f" {PLAN_MARK}{plan}"

@@ -246,7 +246,8 @@ def _run_case(case: RaiderCase, worlds: CaseWorlds, make_checker: Checker, out: 
     if judge is not None:
         s = replace(s, expl_judge=judge.grade(case, result))
     if recover is not None and s.det and result.issue:
-        outcome = evaluate_recovery(case, result, recover, worlds)
+        scene = describe_scene(tools) if "scene" in recover.context else ""  # the paper's Table 2 variants
+        outcome = evaluate_recovery(case, result, recover, worlds, scene)
         s = replace(s, recov_plan=outcome.success)
         if out is not None:
             with (out / "recovery.jsonl").open("a") as f:

@@ -330,8 +330,12 @@ class CaseWorlds:
     def tools_for(self, case: RaiderCase, style: str = "facts") -> GroundedTools:
         """The grounded tools (in ``style``: facts, the paper's, or judged) over a fresh scene model of the case's
         world after its setup."""
-        world = self.load(case)
-        reach = Reach.for_robot(world.profile, self.config.reach.get(case.world, Reach.radius))  # the skills' workspace too
+        return self.tools_now(self.load(case), style)
+
+    def tools_now(self, world: HouseholdWorld | TabletopWorld, style: str = "facts") -> GroundedTools:
+        """The grounded tools over a fresh scene model of ``world`` as it is now (after the robot or a person acted)."""
+        kind = "household" if isinstance(world, HouseholdWorld) else "tabletop"
+        reach = Reach.for_robot(world.profile, self.config.reach.get(kind, Reach.radius))  # the skills' workspace too
         if isinstance(world, HouseholdWorld):
             perception = HouseholdPerception(self._perception_configs["household"], world.layout, world.catalog)
             perceive_household(world, perception)

@@ -12,20 +12,28 @@ answers ``ask()`` from the ground truth, and is judged by the world afterwards. 
   handover_object_to_human: the thing is with the person; open/close: the door or drawer open/closed;
   toggle: switched; slice: sliced; wipe: clean. For IA the action is the one with the candidate the
   person named (the expected grounding's first).
-- IU1 (out of reach; the tabletop arm is fixed, and the household cases are beyond reach even from the
-  thing's place), IU3 (not present), IU4 (wrong state: already done, or the thing is not as asked) and
-  IU5 (wrong properties): nothing the robot does fixes it, so the plan counts when it says so: at least one
-  ``say()`` and no physical call that retries the action, i.e. the action's function on the action's
-  own arguments (the grounding; for IU3 the query's words), or any call of that function when the query
-  names no argument (a category, a handover). Substitutes the person did not ask for are allowed.
+- IU1 (out of reach): the robot cannot fix it alone, but the person can, as in the paper (Section 5.2: the robot
+  asks the person to place the medicine closer): a plan that asks the person to bring the thing closer (an
+  ``ask()`` naming the out-of-reach thing with "closer", "nearer" or "within reach"; the simulated person then
+  moves it within reach) counts when the action's effect then holds in the world. A plan that tells instead is
+  judged as the next types are.
+- IU3 (not present), IU4 (wrong state: already done, or the thing is not as asked) and IU5 (wrong properties):
+  nothing the robot or the person does makes the action right, so the plan counts when it tells the person so:
+  what its ``say()`` and ``ask()`` texts say together states the case's reason in the words Expl accepts
+  (teachbot.evaluation.raider_explain.states_reason: "out of reach", "not present", "already open", "not
+  pickable", ...) and names every key fact of the case (the objects), and no physical call retries the
+  action, i.e. the action's function on the action's own arguments (the grounding; for IU3 the query's words),
+  or any call of that function when the query names no argument (a category, a handover). Substitutes the
+  person did not ask for are allowed. "I cannot do that." is no recovery.
+- IA also needs the plan to have asked: a question that asks which, or names two of the candidates; a plan
+  that picks one itself is a guess, not a recovery.
 
-Either way a plan that raises is a failure with its error line. The person: for an ambiguity, "The
-<first candidate>, please."; asked where, a free work surface (household: the table, counter or
-workbench with the fewest things; tabletop: the named point farthest from every object); asked which
-or what, the grounded object; a yes/no question, "Yes, please."; else "I leave that to you." Never the
-verdict. The tabletop console has only put_first_on_second, so its recovery API adds the benchmark's
-``pick`` and ``place``. Physical calls are time-limited (wall clock, per call and per plan). Pure Python,
-no ROS.
+Either way a plan that raises is a failure with its error line. The person is
+:class:`~teachbot.evaluation.raider_person.SimulatedPerson` (never told the verdict). The planner is told what
+the hand holds (the paper's "robot holding") and, in the contexts of the paper's Table 2 with a scene, the
+scene description of the visual-obs baseline. The tabletop console has only put_first_on_second, so its
+recovery API adds the benchmark's ``pick`` and ``place``. Physical calls are time-limited (wall clock, per
+call and per plan). Pure Python, no ROS.
 """
 
 from __future__ import annotations
@@ -36,13 +44,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.issue_guard import IssueGuard
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ErrorCode, TeachbotError
-from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
+from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase, fact_score, mentions
+from teachbot.evaluation.raider_explain import states_reason
+from teachbot.evaluation.raider_person import SimulatedPerson
 from teachbot.language.dialog import DialogChannel
 from teachbot.language.registry import ApiFunction, RobotApi
 from teachbot.raider.agent import CheckResult
@@ -58,7 +66,7 @@ from teachbot.skills.interfaces import CancelToken
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.scene import TabletopConfig
 
-TELL_TYPES = ("IU1", "IU3", "IU4", "IU5")  # the robot cannot fix these; IA, IU2, IU6 (and IN) it can
+TELL_TYPES = ("IU1", "IU3", "IU4", "IU5")  # the robot cannot fix these alone; IA, IU2, IU6 (and IN) it can; IU1 the person can
 CALL_LIMIT = 60.0  # wall seconds per physical robot call
 PLAN_LIMIT = 180.0  # wall seconds of physical robot calls per plan
 HANDOVER_AFTER = 0.3  # seconds until the simulated person takes a handed-over object
@@ -68,8 +76,6 @@ TABLETOP_ACTIONS = (
                 "Put down the held obj_name on the named object or position [x, y]; returns 'success'."),
 )
 PHYSICAL = {"household": tuple(HOUSEHOLD_SKILLS), "tabletop": ("put_first_on_second", "pick", "place")}
-WORK_SURFACES = ("table", "counter", "workbench")
-YES_NO = re.compile(r"^\W*(should|shall|can|could|may|do|does|would|will|is|are|want)\b")
 
 
 @dataclass
@@ -82,6 +88,7 @@ class RecoveryOutcome:
     error: str = ""
     asked: list[str] = field(default_factory=list)
     said: list[str] = field(default_factory=list)
+    brought: list[str] = field(default_factory=list)
     acted: list[str] = field(default_factory=list)
     success: bool = False
     why: str = ""
@@ -131,42 +138,7 @@ def recovery_api(world: str) -> RobotApi:
 def planner_for(planner: RecoveryPlanner, world: str) -> RecoveryPlanner:
     """``planner``, or one with its model and ``world``'s recovery API when it was made for another."""
     api = recovery_api(world)
-    return planner if planner.api.names == api.names else RecoveryPlanner(planner.model, api)
-
-
-class SimulatedPerson(DialogChannel):
-    """Answers ``ask()`` at once from the case's ground truth; ``said`` holds only ``say()`` texts."""
-
-    def __init__(self, case: RaiderCase, world: HouseholdWorld | TabletopWorld, goal: Goal) -> None:
-        super().__init__(timeout=1.0)
-        self.case, self.world, self.goal = case, world, goal
-        self.asked: list[str] = []
-
-    def ask(self, question: str) -> dict:
-        if not isinstance(question, str):
-            raise TypeError(f"ask() takes a string, got {type(question).__name__}")
-        self.asked.append(question)
-        self.put_user(self.answer(question))
-        return self.wait_for_trigger()
-
-    def answer(self, question: str) -> str:
-        q = question.lower()
-        if self.case.issue_type == "IA":
-            return f"The {self.case.grounding[0]}, please."
-        if re.search(r"\bwhere\b|\b(which|what) (place|spot|location)\b", q):
-            return f"Put it {self.free_place()}, please."
-        if re.search(r"\b(which|what)\b", q) and self.case.grounding:
-            return f"The {self.case.grounding[0]}, please."
-        return "Yes, please." if YES_NO.search(q) else "I leave that to you."
-
-    def free_place(self) -> str:
-        objects = self.world.objects()
-        if isinstance(self.world, HouseholdWorld):
-            free = [p for p in WORK_SURFACES if normalise(p) not in self.goal.named]
-            return "on the " + min(free, key=lambda p: (sum(o.place == p for o in objects), free.index(p)))
-        points = TabletopConfig.load().named_points
-        spread = {n: min((float(np.hypot(*(np.array(xy) - o.position[:2]))) for o in objects), default=1.0) for n, xy in points.items()}
-        return "at the " + max(points, key=lambda n: spread[n])
+    return planner if planner.api.names == api.names else RecoveryPlanner(planner.model, api, planner.context)
 
 
 class TimedSkills:
@@ -200,7 +172,7 @@ def _target_fields(table: TabletopConfig, objects: Sequence[str], target: Any) -
     raise ValueError("the target must be an object name, a corner/side name or [x, y]")
 
 
-def robot_functions(world: HouseholdWorld | TabletopWorld, person: SimulatedPerson,
+def robot_functions(world: HouseholdWorld | TabletopWorld, person: DialogChannel,
                     skills: TimedSkills) -> dict[str, Callable[..., Any]]:
     """The console's robot functions over the direct skills of ``world`` (tabletop: with pick and place)."""
     if isinstance(world, HouseholdWorld):
@@ -261,29 +233,45 @@ def effect(goal: Goal, world: HouseholdWorld | TabletopWorld, before: dict[str, 
     return ok, f"{args[0]}: {flag} is {bool(states.get(flag, False))}" + ("" if ok else f", wanted {want}")
 
 
-def judge(case: RaiderCase, goal: Goal, error: str, said: Sequence[str], calls: Sequence[tuple[str, tuple[Any, ...]]],
+def asks_which(case: RaiderCase, question: str) -> bool:
+    """``question`` lets the person choose: it asks which, or names two of the candidates."""
+    return bool(re.search(r"\bwhich\b", question.lower())) or sum(any(mentions(question, a) for a in f) for f in case.facts) >= 2
+
+
+def judge(case: RaiderCase, goal: Goal, error: str, person: SimulatedPerson, calls: Sequence[tuple[str, tuple[Any, ...]]],
           world: HouseholdWorld | TabletopWorld, before: dict[str, Any]) -> tuple[bool, str]:
     """The per-issue-type rule of this module's docstring: (success, why)."""
     if error:
         return False, f"the plan failed: {error}"
+    if case.issue_type == "IU1" and person.brought:
+        ok, why = effect(goal, world, before)
+        return ok, f"the person brought the {' and the '.join(person.brought)} closer; {why}"
     if case.issue_type in TELL_TYPES:
         retried = [f"{name}({', '.join(map(repr, args))})" for name, args in calls if name == goal.action
                    and (not goal.named or tuple(normalise(str(x)) for x in args[: len(goal.named)]) == goal.named)]
         if retried:
             return False, f"the robot cannot do it ({case.issue_type}), yet the plan tried: {retried[0]}"
-        spoken = [s for s in said if s.strip()]
+        spoken = " ".join(s.strip() for s in [*person.said, *person.asked] if s.strip())
         if not spoken:
             return False, f"the robot cannot do it ({case.issue_type}) and the plan did not say() so"
-        return True, f"the robot said it cannot: {spoken[0]}"
+        if not states_reason(case, spoken):
+            return False, f"what the plan said does not give the reason ({case.issue_type}): {spoken!r}"
+        if fact_score(case, spoken) < 1.0:
+            return False, f"what the plan said does not name {' and '.join(f[0] for f in case.facts)}: {spoken!r}"
+        return True, f"the robot told the person why it cannot: {spoken!r}"
+    if case.issue_type == "IA" and not any(asks_which(case, q) for q in person.asked):
+        return False, f"the plan chose without asking which one (asked: {person.asked or 'nothing'})"
     return effect(goal, world, before)
 
 
-def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPlanner, worlds: CaseWorlds) -> RecoveryOutcome:
-    """Ask ``planner`` for the plan of ``case`` after ``result``; run it in the case's world; judge it."""
+def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPlanner, worlds: CaseWorlds,
+                      scene: str = "") -> RecoveryOutcome:
+    """Ask ``planner`` for the plan of ``case`` after ``result`` (told what the hand holds, and ``scene``, the scene
+    description, in its contexts with a scene); run it in the case's world; judge it."""
     outcome = RecoveryOutcome(case.id)
     try:
         goal = goal_of(case)
-        outcome.plan = planner_for(planner, case.world).plan(case.query, result)
+        outcome.plan = planner_for(planner, case.world).plan(case.query, result, held=case.setup.held, scene=scene)
     except (TeachbotError, ValueError) as exc:
         outcome.error = line = f"{type(exc).__name__}: {exc}"
         outcome.why = f"no plan: {line}"
@@ -312,8 +300,8 @@ def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPl
     finally:
         library.kin.close()
     outcome.ran, outcome.error = run.error is None, run.error or ""
-    outcome.asked, outcome.said = list(person.asked), list(person.said)
-    outcome.success, outcome.why = judge(case, goal, outcome.error, person.said, calls, world, before)
+    outcome.asked, outcome.said, outcome.brought = list(person.asked), list(person.said), list(person.brought)
+    outcome.success, outcome.why = judge(case, goal, outcome.error, person, calls, world, before)
     return outcome
 
 
