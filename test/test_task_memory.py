@@ -38,8 +38,9 @@ class Table:
             "apple": ObjectInfo("apple", "red", "table"), "banana": ObjectInfo("banana", "yellow", "table"),
             "red cup": ObjectInfo("cup", "red", "table"), "knife": ObjectInfo("knife", "gray", "table"),
             "box 1": ObjectInfo("bin", "brown", "table"), "box 2": ObjectInfo("bin", "brown", "table"),
-            "yellow cube": ObjectInfo("cube", "yellow", "workbench"), "red cube": ObjectInfo("cube", "red", "workbench"),
-            "blue cube": ObjectInfo("cube", "blue", "workbench"), "ball": ObjectInfo("ball", "blue", "workbench"),
+            "yellow cube": ObjectInfo("cube", "yellow", "shelf"), "red cube": ObjectInfo("cube", "red", "shelf"),
+            "blue cube": ObjectInfo("cube", "blue", "shelf"), "ball": ObjectInfo("ball", "blue", "shelf"),
+            "black cube": ObjectInfo("cube", "black", "shelf"),
         }
         self.held = ""
 
@@ -82,7 +83,7 @@ def test_config_has_the_five_tasks_and_their_goals() -> None:
     assert [g.target for g in tasks["sort"].goals] == ["box 1", "box 2"]
     assert tasks["point_colors"].ordered
     block = prompt_block(tasks)
-    assert "- sort: Sort the fruits" in block and "Only cubes go into the tower." in block
+    assert "- sort: Sort the fruits" in block and "Only coloured cubes go into the tower" in block
 
 
 def test_bad_goal_config_is_a_clear_error(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_tower_counts_cubes_standing_on_cubes() -> None:
     table = Table()
     tower = CONFIG.tasks("household")["tower"]
     rel = tower.relevant(table.environment(), CONFIG.category_of)
-    assert rel == ["yellow cube", "red cube", "blue cube"]  # not the ball
+    assert rel == ["yellow cube", "red cube", "blue cube"]  # not the ball, not the black cube (coloured cubes only)
     table.move("red cube", "yellow cube")
     state = {s.object: s.done for s in steps(tower, rel, table.environment(), (), CONFIG.category_of)}
     assert state == {"yellow cube": True, "red cube": True, "blue cube": False}

@@ -1,11 +1,15 @@
 """``teachbot eval multitask``: the multi-task benchmark, with and without task memory (teachbot.evaluation.multitask).
 
-    teachbot eval multitask --out DIR                                   # every mode and pair, memory vs no-memory, offline doubles
+    teachbot eval multitask --out DIR                                   # the paper's intervened protocol, memory vs no-memory, doubles
     teachbot eval multitask --methods memory,memory-extractor,no-memory --trials 5 --slip 0.05 --out DIR
-    teachbot eval multitask --modes intervened --tasks sort,tower --methods memory --out DIR
+    teachbot eval multitask --modes standalone,consecutive,intervened --out DIR   # the paper's Tables II, III and IV
+    teachbot eval multitask --protocol pairs --modes intervened --tasks sort --methods memory --out DIR   # the pairs deviation
     teachbot eval multitask --models config --llm-base-url http://127.0.0.1:8000/v1 --llm-model NAME --out DIR
     teachbot eval multitask --models config --methods memory,memory-extractor,no-memory --allow-paid --out DIR
 
+The default protocol is the paper's: the five tasks in one chat in its order, each interrupted at half its
+required actions and resumed in a second round, the chat reset only at the end (mode ``intervened``;
+``consecutive`` and ``standalone`` are its other modes). ``--protocol pairs`` is the older two-task deviation.
 ``memory`` is the paper's worker (the offline worker double, or the task_memory_worker role); a failing worker
 is counted per case and nothing answers in its place unless --worker-fallback extractor says so.
 ``memory-extractor`` is the ablation whose working memory the judge's own definition of done makes.
@@ -27,16 +31,21 @@ from teachbot.errors import ConfigError
 ROLES = ("interaction", "task_memory_worker")
 METHODS = ("memory", "memory-extractor", "no-memory")  # teachbot.evaluation.multitask.METHODS (kept light)
 MODES = ("standalone", "consecutive", "intervened")
+PROTOCOLS = ("paper", "pairs")  # teachbot.evaluation.multitask_protocol.PROTOCOLS
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
     """Add ``multitask`` to the ``eval`` subcommands."""
-    p = kinds.add_parser("multitask", help="the multi-task benchmark: standalone, consecutive and intervened tasks, "
-                                           "with and without task memory")
+    p = kinds.add_parser("multitask", help="the multi-task benchmark: the paper's five tasks interrupted and resumed in one "
+                                           "chat (or consecutive, standalone), with and without task memory")
     p.add_argument("--methods", default="memory,no-memory", help=f"comma-separated: {', '.join(METHODS)} (default "
                    "memory,no-memory; memory-extractor: the ablation with the deterministic extractor)")
-    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated: {', '.join(MODES)} (default all)")
-    p.add_argument("--tasks", default="", help="only cases whose first task is one of these (comma-separated; default all)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                   help="paper (default): the tasks in one chat in the paper's order; pairs: the two-task deviation")
+    p.add_argument("--modes", default="intervened", help=f"comma-separated: {', '.join(MODES)} (default intervened, "
+                   "the paper's Table IV)")
+    p.add_argument("--tasks", default="", help="paper: only these tasks of the sequence; pairs: only cases whose first task "
+                   "is one of these (comma-separated; default all)")
     p.add_argument("--trials", type=int, default=1, metavar="N",
                    help="run every case N times with other seeds; rates get 95%% t-intervals over the trials "
                         "(default 1: Wilson intervals over the cases)")
@@ -99,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = models(args)
     show = (lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _line: None)
     results = run_multitask(Path(args.out), chosen, methods=methods, modes=modes, tasks=tasks, config=config,
-                            trials=args.trials, seed=args.seed, progress=show)
+                            trials=args.trials, seed=args.seed, protocol=args.protocol, progress=show)
     report, table = write_summary(results.parent)
-    print(f"multi-task benchmark ({chosen.label}):\n{table}\nresults: {results}\nreport: {report}", flush=True)
+    print(f"multi-task benchmark ({chosen.label}, protocol {args.protocol}):\n{table}\nresults: {results}\nreport: {report}", flush=True)
     return 0

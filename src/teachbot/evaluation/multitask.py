@@ -1,30 +1,26 @@
-"""The multi-task benchmark (task memory): standalone, consecutive and intervened tasks, with and without memory.
+"""The multi-task benchmark (task memory): the paper's protocol over its five tasks, with and without memory.
 
-Protocol. The five tasks of config/task_memory.yaml run in the household world in-process
-(teachbot.evaluation.multitask_world), each at its own place; a case loads the scenes of its task(s). The
-console (teachbot.interaction.InteractionCore) is the coordinator; the simulated person follows the script
-of config/benchmarks/multitask/benchmark.yaml:
+Protocol (teachbot.evaluation.multitask_protocol). The five tasks of config/task_memory.yaml (the paper's
+Table I: sort, arrangement, pointing, recipe, tower, distractors included) run in the household world
+in-process (teachbot.evaluation.multitask_world), each at its own place; a case loads the scenes of its
+tasks together. The console (teachbot.interaction.InteractionCore) is the coordinator; the simulated person
+follows config/benchmarks/multitask/benchmark.yaml. The default, ``paper``: the five tasks in one chat in
+the paper's order, mode ``intervened`` (each interrupted at half its required actions in a first round,
+resumed in a second, the chat reset only at the end); ``consecutive`` and ``standalone`` as the paper's
+other two modes. ``pairs`` is the older two-task deviation, off by default. Interruptions are enforced: an
+action touching an interrupted task's objects before the person asks to go on is refused and counted.
 
-- ``standalone`` A: "do A"; then asks the environment probe and the task probe about A.
-- ``consecutive`` A, B: "do A"; later (a new conversation) "do B", then the probes about A.
-- ``intervened`` A, B: "do A"; after ``interrupt_at`` of A's required robot actions the person interrupts
-  (the next robot call fails with "the person is talking to you", the robot hears them) and says "first do
-  B"; later (a new conversation) the probes about A, then "now finish A".
-
-With ``conversations: separate`` (default) each conversation is a new console with a new task memory
-reading the same store: every node restarted, as after a break. ``same`` keeps one conversation.
-
-Judging, from the simulator's ground truth only: a task succeeds when every step of its goals is done
-(teachbot.taskmemory.specs.steps over the true world and the true pointing); task retention is the task
-probe's answer naming exactly the objects of the steps still open; environment retention the environment
-probe's answer naming exactly the objects where it asks (in box 1; given to the person; pointed at; in the
-tower). An answer naming no object counts only when it says there is nothing.
+Judging (teachbot.evaluation.multitask_judge), from the simulator's ground truth only: a task succeeds
+when every step of its goals is done and no action while it was asked for touched anything but its goal
+objects and containers, and none ran on it while it was stopped; task and environment retention: the
+probes' answers name exactly the true objects (names matched tolerantly); in the paper protocol every
+task is probed after its round-2 part, in ``pairs`` the first task before it is resumed.
 
 Methods (teachbot.evaluation.multitask_agent): ``memory`` (the paper's worker: object selection, Prompt 4,
 and state extraction from the logs, Prompt 5; its calls, failures and fallbacks are counted per case, and
 it falls back to nothing unless ``fallback`` names the extractor), ``memory-extractor`` (the labelled
 ablation: the deterministic extractor, the judge's own definition of done, makes working memories) and
-``no-memory`` (no task-memory functions; the task list stays in the prompt).
+``no-memory`` (no task-memory functions; the task list stays in the prompt, and the chat keeps its history).
 
 Trials: ``trials`` repeats every case with another seed (the stand-ins' seeded imperfection; a model's
 sampling); the summary gives each rate with a 95 % interval: Wilson over the cases for one trial, a
@@ -35,61 +31,56 @@ t-interval over the per-trial rates for several (teachbot.evaluation.metrics). R
 from __future__ import annotations
 
 import json
-import math
-import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from teachbot.config import load_yaml, require
 from teachbot.errors import ConfigError
 from teachbot.evaluation.multitask_agent import Agent
+from teachbot.evaluation.multitask_judge import Judge, Probe, named_objects, required_actions, score_answer
+from teachbot.evaluation.multitask_protocol import (
+    INTERRUPT,
+    MODES,
+    PROBES,
+    PROTOCOLS,
+    Line,
+    ScriptedPerson,
+    SkillRecorder,
+    TaskScript,
+    interruption_points,
+    pair_chats,
+    paper_chats,
+)
 from teachbot.evaluation.sweep import scene_seed
-from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.paths import config_path
-from teachbot.taskmemory import ObjectInfo, TaskMemoryConfig, TaskSpec, steps
-from teachbot.taskmemory.environment import color_of
+from teachbot.taskmemory import TaskMemoryConfig
 from teachbot.tracing import evaluation_run
 
-MODES = ("standalone", "consecutive", "intervened")
+__all__ = ["INTERRUPT", "METHODS", "MODES", "PROTOCOLS", "RATES", "Judge", "Line", "MultitaskConfig", "MultitaskModels",
+           "Probe", "ScriptedPerson", "SkillRecorder", "TaskScript", "named_objects", "required_actions", "run_case",
+           "run_multitask", "score_answer"]
+
 METHODS = ("memory", "memory-extractor", "no-memory")
 RATES = ("success", "task_retention", "environment_retention")
 RESULTS = "results.jsonl"
-INTERRUPT = "the person is talking to you: stop and call wait_for_trigger() to hear them"
-SWITCH = "switch"  # the key of the line that switches to the second task
-NOTHING_WORDS = ("nothing", "none", "no object", "all done", "everything is done")
-
-
-@dataclass(frozen=True)
-class Probe:
-    ask: str
-    at: str = ""  # the objects of the task at this place / in this object
-    pointed: bool = False  # the objects pointed at
-    tower: bool = False  # the cubes in the tower
-
-
-@dataclass(frozen=True)
-class TaskScript:
-    """What the person says about one task."""
-
-    name: str
-    start: str
-    switch: str
-    resume: str
-    environment_probe: Probe
-    task_probe: Probe
 
 
 @dataclass(frozen=True)
 class MultitaskConfig:
+    """config/benchmarks/multitask/benchmark.yaml: the paper's task ``order``, the ``pairs`` of the deviation,
+    the person's lines per task, the interruption point, how the pairs' conversations run, the statements
+    per chat."""
+
     pairs: tuple[tuple[str, str], ...]
     tasks: Mapping[str, TaskScript]
     interrupt_at: float = 0.5
     conversations: str = "separate"
-    max_rounds: int = 80
+    max_rounds: int = 300
+    order: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, path: str | Path | None = None, memory: TaskMemoryConfig | None = None) -> MultitaskConfig:
@@ -111,172 +102,29 @@ class MultitaskConfig:
                 raise ConfigError(f"{source}: pair [{a}, {b}] names a task without a script under multitask.tasks")
             if specs[a].place == specs[b].place:
                 raise ConfigError(f"{source}: pair [{a}, {b}]: both tasks work at the {specs[a].place}; pair tasks of different places")
+        order = tuple(str(t) for t in raw.get("order") or tasks)
+        missing = [t for t in order if t not in tasks]
+        if missing or len(set(order)) != len(order):
+            raise ConfigError(f"{source}: multitask.order must name each task of multitask.tasks once, got {list(order)}")
         conversations = str(raw.get("conversations", "separate"))
         if conversations not in ("separate", "same"):
             raise ConfigError(f"{source}: multitask.conversations must be separate or same")
         fraction = float(raw.get("interrupt_at", 0.5))
         if not 0 < fraction < 1:
             raise ConfigError(f"{source}: multitask.interrupt_at must be between 0 and 1 (a fraction of the required actions)")
-        return cls(pairs, tasks, fraction, conversations, int(raw.get("max_rounds", 80)))
+        return cls(pairs, tasks, fraction, conversations, int(raw.get("max_rounds", 300)), order)
 
-    def cases(self, modes: Sequence[str], tasks: Sequence[str] = ()) -> list[tuple[str, str, str]]:
-        """(mode, first, second) of every case to run; ``tasks`` limits them to cases whose first task is named."""
-        out = []
+    def cases(self, modes: Sequence[str], tasks: Sequence[str] = (), protocol: str = "paper") -> list[tuple[str, tuple[str, ...]]]:
+        """(mode, tasks) of every case to run. The paper: one case per mode over the tasks in ``order``
+        (``tasks`` keeps only those named); pairs: a case per pair (per task for standalone), ``tasks``
+        keeping cases whose first task is named."""
+        if protocol == "paper":
+            chosen = tuple(t for t in self.order if not tasks or t in tasks)
+            return [(mode, chosen) for mode in modes] if chosen else []
+        out: list[tuple[str, tuple[str, ...]]] = []
         for mode in modes:
-            if mode == "standalone":
-                out += [(mode, t, "") for t in self.tasks]
-            else:
-                out += [(mode, a, b) for a, b in self.pairs]
-        return [c for c in out if not tasks or c[1] in tasks]
-
-
-# ---------------------------------------------------------------------------------------- the robot's skills
-class SkillRecorder:
-    """The household skills in-process, counting the robot's successful actions, logging what it really
-    pointed at (the world's ground truth), and refusing the next action once the person interrupts."""
-
-    def __init__(self, world: Any, interrupt_after: int | None = None) -> None:
-        from teachbot.simrobot.direct import DirectSkills  # deferred: pybullet
-
-        self.world = world
-        self.inner = DirectSkills(world.skills())
-        self.interrupt_after = interrupt_after
-        self.calls: list[tuple[str, dict[str, Any], bool]] = []
-        self.pointed: list[str] = []
-        self.interrupted = False
-
-    @property
-    def actions(self) -> int:
-        return sum(1 for _, _, ok in self.calls if ok)
-
-    def call(self, name: str, timeout: float = 60.0, **fields: Any) -> Any:
-        if self.interrupt_after is not None and not self.interrupted and self.actions >= self.interrupt_after:
-            self.interrupted = True
-            raise RuntimeError(INTERRUPT)
-        outcome = self.inner.call(name, timeout, **fields)
-        self.calls.append((name, dict(fields), bool(outcome.success)))
-        if name == "point_at" and outcome.success:
-            self.pointed.append(self.world.pointed_at())
-        return outcome
-
-
-class ScriptedPerson(DialogChannel):
-    """The person of one case: says the lines of the current conversation in order (the switch line as soon
-    as the robot stops for the interruption), and keeps what the robot says after each probe."""
-
-    def __init__(self) -> None:
-        super().__init__(timeout=5.0)
-        self.lines: list[tuple[str, str]] = []  # (key, words); key: a probe's key, or '' for a request
-        self.answers: dict[str, list[str]] = {}
-        self._probe = ""
-        self.heard: list[str] = []
-        self.on_probe: Callable[[str], None] = lambda _key: None  # the judge notes the truth when a probe is asked
-        self.on_switch: Callable[[], None] = lambda: None  # the switch is said: no interruption after it
-
-    def wait_for_trigger(self) -> dict:
-        self._probe = ""
-        if not self.lines:
-            raise SessionEnded("the person is done for now")
-        key, text = self.lines.pop(0)
-        if key == SWITCH:
-            self.on_switch()
-            key = ""
-        if key:
-            self._probe = key
-            self.answers[key] = []
-            self.on_probe(key)
-        self.heard.append(text)
-        return {"type": "dialog", "text": text}
-
-    def ask(self, question: str) -> dict:
-        self.say(question)
-        return {"type": "dialog", "text": "Please go on with what I asked."}
-
-    def say(self, text: str) -> None:
-        if self._probe:
-            self.answers[self._probe].append(str(text))
-
-
-def conversations(mode: str, a: TaskScript, b: TaskScript | None, same: bool) -> list[list[tuple[str, str]]]:
-    """The person's lines per conversation of a case."""
-    probes = [("environment", a.environment_probe.ask), ("task", a.task_probe.ask)]
-    if mode == "standalone":
-        out = [[("", a.start), *probes]]
-    elif mode == "consecutive":
-        assert b is not None
-        out = [[("", a.start)], [("", b.start), *probes]]
-    else:
-        assert b is not None
-        out = [[("", a.start), (SWITCH, b.switch)], [*probes, ("", a.resume)]]
-    return [[line for conv in out for line in conv]] if same else out
-
-
-# ---------------------------------------------------------------------------------------- judging
-@dataclass
-class Judge:
-    """Ground truth of one case: each task's objects (at its place when the case began) and its steps now."""
-
-    world: Any
-    memory_config: TaskMemoryConfig
-    relevant: dict[str, list[str]] = field(default_factory=dict)
-
-    def environment(self) -> dict[str, ObjectInfo]:
-        world = self.world.world
-        catalog = world.catalog
-        type_colors = {t: s.color for t, s in catalog.types.items()}
-        out = {}
-        for name, at in self.world.truth().items():
-            kind = world.object_type(name)
-            out[name] = ObjectInfo(kind, color_of(name, kind, catalog.colors, type_colors), at)
-        return out
-
-    def start(self, specs: Iterable[TaskSpec]) -> None:
-        env = self.environment()
-        self.relevant = {s.name: s.relevant(env, self.memory_config.category_of) for s in specs}
-
-    def steps(self, spec: TaskSpec, pointed: Sequence[str]) -> list[Any]:
-        return steps(spec, self.relevant[spec.name], self.environment(), pointed, self.memory_config.category_of)
-
-    def probe_truth(self, spec: TaskSpec, probe: Probe, kind: str, pointed: Sequence[str]) -> set[str]:
-        all_steps = self.steps(spec, pointed)
-        if kind == "task":
-            return {s.object for s in all_steps if not s.done}
-        if probe.pointed:
-            return {n for n in pointed if n in self.relevant[spec.name]}
-        if probe.tower:
-            return {s.object for s in all_steps if s.done}
-        env = self.environment()
-        return {n for n in self.relevant[spec.name] if env[n].at == probe.at}
-
-
-def named_objects(text: str, names: Iterable[str]) -> set[str]:
-    """The object names a sentence mentions (longest names first, so 'red cup' is not also 'cup')."""
-    lowered, found = f" {text.lower()} ", set()
-    for name in sorted(names, key=len, reverse=True):
-        pattern = rf"(?<![a-z0-9]){re.escape(name.lower())}(?![a-z0-9])"
-        if re.search(pattern, lowered):
-            found.add(name)
-            lowered = re.sub(pattern, " ", lowered)
-    return found
-
-
-def score_answer(answer: Sequence[str], truth: set[str], names: Iterable[str]) -> float:
-    """1.0 when the answer names exactly the true objects (or says there is nothing when there is none)."""
-    text = " ".join(answer)
-    said = named_objects(text, names)
-    if not said and not truth:
-        return 1.0 if any(w in text.lower() for w in NOTHING_WORDS) else 0.0
-    return 1.0 if said == truth else 0.0
-
-
-def required_actions(spec: TaskSpec, relevant: Sequence[str], env: Mapping[str, ObjectInfo],
-                     category_of: Mapping[str, frozenset[str]]) -> int:
-    """Robot actions the task needs at least (a tower's base needs none)."""
-    total = 0
-    for goal in spec.goals:
-        chosen = [n for n in relevant if goal.selects(env[n], category_of)]
-        total += spec.actions_per_step(goal) * (len(chosen) - (1 if goal.kind == "stack" and chosen else 0))
-    return total
+            out += [(mode, (t,)) for t in self.tasks] if mode == "standalone" else [(mode, p) for p in self.pairs]
+        return [c for c in out if not tasks or c[1][0] in tasks]
 
 
 # ---------------------------------------------------------------------------------------- running
@@ -298,35 +146,49 @@ class MultitaskModels:
         return MultitaskModels(reseed(self.interaction), reseed(self.worker), self.label, self.fallback)
 
 
-def case_seed(seed: int, mode: str, first: str, second: str, trial: int) -> int:
+def case_key(protocol: str, tasks: Sequence[str]) -> str:
+    """A case's key in results.jsonl: the paper's tasks joined ('sort+fruit_bowl+...'), a pair's 'first+second'."""
+    return "+".join(tasks) if protocol == "paper" else f"{tasks[0]}+{tasks[1] if len(tasks) > 1 else ''}"
+
+
+def case_seed(seed: int, mode: str, key: str, trial: int, protocol: str = "paper") -> int:
     """The seed of one case of one trial: the same for every method, so methods meet the same draws."""
-    return scene_seed(seed, mode, f"{first}+{second}", 0, trial)
+    return scene_seed(seed, mode if protocol == "pairs" else f"paper/{mode}", key, 0, trial)
 
 
-def run_case(world: Any, method: str, mode: str, first: str, second: str, config: MultitaskConfig,
-             models: MultitaskModels, store: Path, memory_config: TaskMemoryConfig | None = None,
-             between: Callable[[Path, int], None] | None = None) -> dict[str, Any]:
-    """One case; its results line. ``between(store, k)`` runs after conversation ``k`` (from 0) when another
-    follows: an experiment on the declarative memory (deleting or corrupting the logs)."""
+def run_case(world: Any, method: str, mode: str, tasks: Sequence[str], config: MultitaskConfig, models: MultitaskModels,
+             store: Path, memory_config: TaskMemoryConfig | None = None, between: Callable[[Path, int], None] | None = None,
+             protocol: str = "paper") -> dict[str, Any]:
+    """One case (``tasks``: the paper's sequence, or a pair); its results line. ``between(store, k)`` runs
+    after chat ``k`` (from 0) when another follows: an experiment on the declarative memory (deleting or
+    corrupting the logs)."""
 
     started = time.monotonic()
     memory_config = memory_config or TaskMemoryConfig.load()
     specs = memory_config.tasks("household")
-    names = [first] + ([second] if second else [])
+    names = list(tasks)
     world.load(*names)
     judge = Judge(world, memory_config)
     judge.start(specs[n] for n in names)
     env0 = judge.environment()
     need = {n: required_actions(specs[n], judge.relevant[n], env0, memory_config.category_of) for n in names}
-    interrupt = math.ceil(need[first] * config.interrupt_at) if mode == "intervened" else None
-    recorder = SkillRecorder(world, interrupt)
+    recorder = SkillRecorder(world, judge.objects, interruption_points(mode, protocol, names, need, config.interrupt_at))
     person = ScriptedPerson()
-    truths: dict[str, set[str]] = {}
-    probes = {k: getattr(config.tasks[first], f"{k}_probe") for k in ("environment", "task")}
-    person.on_switch = lambda: setattr(recorder, "interrupt_after", None)
-    person.on_probe = lambda key: truths.__setitem__(key, judge.probe_truth(specs[first], probes[key], key, recorder.pointed))
+    truths: dict[tuple[str, str], set[str]] = {}
+
+    def heard(line: Line) -> None:
+        recorder.hear(line)
+        if line.kind in PROBES:
+            probe = getattr(config.tasks[line.task], f"{line.kind}_probe")
+            truths[(line.task, line.kind)] = judge.probe_truth(specs[line.task], probe, line.kind, recorder.pointed)
+
+    person.on_line = heard
     shutil.rmtree(store, ignore_errors=True)
-    plan = conversations(mode, config.tasks[first], config.tasks.get(second), config.conversations == "same")
+    scripts = [config.tasks[n] for n in names]
+    if protocol == "paper":
+        plan = paper_chats(mode, scripts)
+    else:
+        plan = pair_chats(mode, scripts[0], scripts[1] if len(scripts) > 1 else None, config.conversations == "same")
     agent = Agent(method, models, store, world, recorder, person, judge.environment, memory_config, config.max_rounds)
     stops: list[str] = []
     transcripts: list[str] = []
@@ -334,21 +196,26 @@ def run_case(world: Any, method: str, mode: str, first: str, second: str, config
         if k and between is not None:
             between(store, k - 1)
         person.lines = list(lines)
-        stops += agent.conversation(transcripts)  # a new console (and task memory) per conversation
+        stops += agent.conversation(transcripts)  # a new console (and task memory) per chat
     pointed = recorder.pointed
-    done = {n: all(s.done for s in judge.steps(specs[n], pointed)) and bool(judge.relevant[n]) for n in names}
-    every = judge.relevant[first]  # answers are read for the task's objects (box 1 in "into box 1" is not one)
-    retention = {}
-    for kind in ("environment", "task"):
-        if kind in person.answers:
-            truth = truths[kind]
-            retention[kind] = {"score": score_answer(person.answers[kind], truth, every), "truth": sorted(truth),
-                               "answer": " ".join(person.answers[kind])}
-    return {"method": method, "mode": mode, "first": first, "second": second, "success": all(done.values()),
-            "done": done, "task_retention": retention.get("task", {}).get("score"),
-            "environment_retention": retention.get("environment", {}).get("score"), "probes": retention,
-            "interrupted": recorder.interrupted, "actions": recorder.actions, "required_actions": sum(need.values()),
-            "pointed": pointed, "stops": stops, "heard": person.heard, "models": models.label,
+    goals = {n: judge.done(specs[n], pointed) for n in names}
+    done = {n: goals[n] and not recorder.violations[n] for n in names}
+    probes: dict[str, dict[str, Any]] = {}
+    for (task, kind), answer in person.answers.items():
+        truth = truths[(task, kind)]
+        probes.setdefault(task, {})[kind] = {"score": judge.matcher(task).score(answer, truth), "truth": sorted(truth),
+                                             "answer": " ".join(answer)}
+    first = names[0]
+    return {"protocol": protocol, "method": method, "mode": mode, "tasks": names, "case": case_key(protocol, names),
+            "first": first, "second": names[1] if protocol == "pairs" and len(names) > 1 else "",
+            "success": all(done.values()), "done": done, "goals_done": goals, "violations": recorder.violations,
+            "task_retention": probes.get(first, {}).get("task", {}).get("score"),
+            "environment_retention": probes.get(first, {}).get("environment", {}).get("score"), "probes": probes,
+            "interrupted": any(recorder.interrupted.values()), "interruptions": recorder.interrupted,
+            "actions": recorder.actions, "task_actions": recorder.task_actions, "required": need,
+            "required_actions": sum(need.values()), "refused": sum(1 for c in recorder.calls if c.refused),
+            "put_back": sum(1 for c in recorder.calls if c.put_back), "pointed": pointed, "stops": stops,
+            "heard": person.heard, "models": models.label,
             "worker": agent.worker.stats.to_json() if agent.worker is not None else None,
             "tokens": agent.tokens, "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts)}
 
@@ -360,36 +227,47 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _done_key(row: Mapping[str, Any]) -> tuple[str, str, str, str, int]:
+    protocol = str(row.get("protocol", "pairs"))  # rows before the paper's protocol were pairs
+    key = row.get("case") or f"{row['first']}+{row['second']}"
+    return protocol, str(row["method"]), str(row["mode"]), str(key), int(row.get("trial", 0))
+
+
 def run_multitask(out: Path, models: MultitaskModels, *, methods: Sequence[str] = ("memory", "no-memory"),
-                  modes: Sequence[str] = MODES, tasks: Sequence[str] = (), config: MultitaskConfig | None = None,
-                  trials: int = 1, seed: int = 0, progress: Callable[[str], None] = lambda _line: None) -> Path:
-    """Run (or resume) every case of ``methods`` x ``modes`` ``trials`` times; returns results.jsonl."""
+                  modes: Sequence[str] = ("intervened",), tasks: Sequence[str] = (), config: MultitaskConfig | None = None,
+                  trials: int = 1, seed: int = 0, protocol: str = "paper",
+                  progress: Callable[[str], None] = lambda _line: None) -> Path:
+    """Run (or resume) every case of ``methods`` x ``modes`` under ``protocol`` ``trials`` times; returns results.jsonl."""
     from teachbot.evaluation.multitask_world import MultitaskWorld  # deferred: pybullet
 
     unknown = [m for m in methods if m not in METHODS] + [m for m in modes if m not in MODES]
-    if unknown:
-        raise ConfigError(f"unknown methods or modes {unknown}; methods: {', '.join(METHODS)}; modes: {', '.join(MODES)}")
+    if unknown or protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown methods, modes or protocol {unknown or [protocol]}; methods: {', '.join(METHODS)}; "
+                          f"modes: {', '.join(MODES)}; protocols: {', '.join(PROTOCOLS)}")
     if "memory" in methods and models.worker is None:
         raise ConfigError("memory needs a worker model: the doubles' worker, or --models config (the task_memory_worker role)")
     if trials < 1:
         raise ConfigError(f"trials must be 1 or more, got {trials}")
     config = config or MultitaskConfig.load()
     out.mkdir(parents=True, exist_ok=True)
-    seen = {(r["method"], r["mode"], r["first"], r["second"], int(r.get("trial", 0))) for r in read_results(out)}
+    seen = {_done_key(r) for r in read_results(out)}
     results = out / RESULTS
     with MultitaskWorld() as world:
         for trial in range(trials):
             for method in methods:
-                for mode, first, second in config.cases(modes, tasks):
-                    if (method, mode, first, second, trial) in seen:
+                for mode, names in config.cases(modes, tasks, protocol):
+                    key = case_key(protocol, names)
+                    if (protocol, method, mode, key, trial) in seen:
                         continue
-                    drawn = case_seed(seed, mode, first, second, trial)
+                    drawn = case_seed(seed, mode, key, trial, protocol)
                     store = out / "stores" / (method if trial == 0 else f"trial-{trial}/{method}")
-                    with evaluation_run("multitask", method=method, mode=mode, task=first, second=second) as trace_id:
-                        row = {**run_case(world, method, mode, first, second, config, models.for_case(drawn), store),
+                    with evaluation_run("multitask", method=method, mode=mode, task=names[0], second="+".join(names[1:]),
+                                        protocol=protocol) as trace_id:
+                        row = {**run_case(world, method, mode, names, config, models.for_case(drawn), store, protocol=protocol),
                                "trial": trial, "seed": drawn, "trace_id": trace_id}
                     with results.open("a") as handle:
                         handle.write(json.dumps(row) + "\n")
-                    progress(f"{method} {mode} {first}{'+' + second if second else ''} (trial {trial}): "
-                             f"{'success' if row['success'] else 'failed'}")
+                    failed = [n for n, ok in row["done"].items() if not ok]
+                    progress(f"{protocol} {method} {mode} {key} (trial {trial}): "
+                             f"{'success' if not failed else 'failed ' + ', '.join(failed)}")
     return results

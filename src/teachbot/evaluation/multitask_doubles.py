@@ -210,7 +210,8 @@ class CoordinatorDouble(ScriptedModel):
         return out
 
     def handled(self, transcript: Transcript) -> set[str]:
-        """Objects this conversation's transcript shows were handled (grasped and put, given or pointed at)."""
+        """Objects this conversation's transcript shows were handled (grasped and put, given or pointed at); a
+        thing put back because the hand was full when another was wanted (after 'already holds') was not."""
         out: set[str] = set()
         holding = ""
         entries = transcript.entries
@@ -222,8 +223,11 @@ class CoordinatorDouble(ScriptedModel):
             if call is None or not ok:
                 continue
             name, args = call
+            put_back = name == "place_object" and i and entries[i - 1].kind == "output" and "already holds" in entries[i - 1].text
             if name == "grasp" and args:
                 holding = str(args[0])
+            elif put_back:
+                holding = ""
             elif name in ("place_object", "handover_object_to_human") and holding:
                 out.add(holding)
                 holding = ""

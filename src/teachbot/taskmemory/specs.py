@@ -2,7 +2,8 @@
 
 A task's goals say, object by object, what done means: ``into`` a container, ``give`` to the person,
 ``point`` at it, ``stack`` into one tower. ``select`` picks the objects a goal is about among those at the
-task's place when it began, by category (the config's common sense), type or colour. The deterministic
+task's place when it began, by category (the config's common sense), type or colour, and ``except_color``
+leaves colours out (the tower's coloured cubes: not the black and the white one). The deterministic
 working-memory extractor and the multi-task benchmark's checks both read goals through :func:`steps`, so
 the robot's idea of "done" and the judge's are the same definition. No ROS, no physics.
 """
@@ -52,11 +53,14 @@ class Goal:
     categories: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
     colors: tuple[str, ...] = ()
+    except_colors: tuple[str, ...] = ()  # not of these colours (coloured cubes: not black, white or gray)
 
     def selects(self, info: ObjectInfo, category_of: Mapping[str, frozenset[str]]) -> bool:
         if self.types and info.type not in self.types:
             return False
         if self.colors and info.color not in self.colors:
+            return False
+        if info.color in self.except_colors:
             return False
         return not self.categories or bool(category_of.get(info.type, frozenset()) & set(self.categories))
 
@@ -159,9 +163,9 @@ def _spec(name: str, raw: Any, categories: Mapping[str, Sequence[str]], source: 
         if len(kinds) != 1:
             raise ConfigError(f"{where}: give exactly one of {', '.join(GOAL_KINDS)}")
         select = row.get("select") or {}
-        unknown = sorted(set(select) - {"category", "type", "color"})
+        unknown = sorted(set(select) - {"category", "type", "color", "except_color"})
         if unknown:
-            raise ConfigError(f"{where}: select takes category, type and color, not {unknown}")
+            raise ConfigError(f"{where}: select takes category, type, color and except_color, not {unknown}")
         cats = _strings(select.get("category"))
         missing = [c for c in cats if c not in categories]
         if missing:
@@ -170,7 +174,8 @@ def _spec(name: str, raw: Any, categories: Mapping[str, Sequence[str]], source: 
         target = str(row[kind]) if kind == "into" else ""
         if kind == "into" and not target.strip():
             raise ConfigError(f"{where}: into: needs the container's name")
-        goals.append(Goal(kind, target, cats, _strings(select.get("type")), _strings(select.get("color"))))
+        goals.append(Goal(kind, target, cats, _strings(select.get("type")), _strings(select.get("color")),
+                          _strings(select.get("except_color"))))
     description = str(raw.get("description", "")).strip()
     if not description:
         raise ConfigError(f"{source}: a task needs a description (the coordinator reads it)")
