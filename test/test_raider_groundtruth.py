@@ -1,0 +1,84 @@
+"""Issue 28 item 4: each case's verdict checked by the simulator, not by the precond baseline's checks.
+
+The checker (teachbot.evaluation.raider_groundtruth) sets up the case's scene in the simulated world and
+attempts the action through the real skills; the case agrees when the action fails for the case's reason (or
+succeeds, for IN; each candidate succeeds, for IA). A seeded sample runs in ``make test``; every case runs in
+``make test-slow``. The cases the simulator disagrees with are listed here with why, so a new disagreement (or
+a fixed one) fails the test.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
+from teachbot.evaluation.raider_groundtruth import reason_of, sim_verdict
+
+# case -> why the simulator disagrees (neither the case nor the simulator is changed here: see the issue's report)
+DISAGREES = {
+    "hh-iu1-03": "slice(bread) succeeds: the simulated knife reaches the bread the case calls out of reach",
+    "tt-iu2-03": "pick(red block) succeeds: the simulated gripper takes a block the case calls too close to another",
+    "tt-iu2-04": "put_first_on_second(red block, green block) returns success without its effect (the red block ends on "
+                 "the blue block on top): the skill does not report the obstruction",
+}
+SAMPLE = 30
+
+
+@pytest.fixture(scope="module")
+def worlds():
+    with CaseWorlds() as w:
+        yield w
+
+
+def disagreements(cases, worlds) -> dict[str, str]:
+    found = {}
+    for case in cases:
+        verdict = sim_verdict(case, worlds)
+        assert verdict.issue_type == case.issue_type
+        if not verdict.agrees:
+            found[case.id] = f"shown {verdict.shown or 'nothing'}: {verdict.why}"
+    return found
+
+
+def test_a_seeded_sample_of_cases_agrees_with_the_simulator(worlds):
+    cases = load_cases()
+    sample = random.Random(28).sample(cases, SAMPLE)
+    assert len({c.issue_type for c in sample}) == 8  # every type in the sample
+    found = disagreements(sample, worlds)
+    assert set(found) == {c.id for c in sample} & set(DISAGREES), found
+
+
+@pytest.mark.slow
+def test_every_case_agrees_with_the_simulator_but_the_listed_ones(worlds):
+    found = disagreements(load_cases(), worlds)
+    assert set(found) == set(DISAGREES), found
+
+
+def test_a_wrong_verdict_is_caught_by_the_simulator(worlds):
+    cases = {c.id: c for c in load_cases()}
+    feasible = replace(cases["hh-in-01"], issue_type="IU1", expected="unfeasibility")  # grasp(apple), within reach
+    verdict = sim_verdict(feasible, worlds)
+    assert not verdict.agrees and verdict.shown == "IN" and verdict.why == "grasp('apple') -> success"
+    far = replace(cases["tt-iu1-04"], issue_type="IU5")  # the block is out of reach, not of the wrong kind
+    verdict = sim_verdict(far, worlds)
+    assert not verdict.agrees and verdict.shown == "IU1" and "outside the workspace" in verdict.why
+    ambiguous = replace(cases["hh-ia-01"], grounding=("red cup", "pear"))  # one candidate is not in the world
+    verdict = sim_verdict(ambiguous, worlds)
+    assert not verdict.agrees and "fewer than two candidates" in verdict.why
+    right = sim_verdict(cases["hh-iu2-06"], worlds)  # milk in the closed fridge
+    assert right.agrees and right.shown == "IU2" and "which is closed" in right.why
+
+
+def test_the_reasons_of_the_skills_error_lines():
+    assert reason_of("ValueError: unknown object 'pear'. Use one of list_objects() ['apple']") == "IU3"
+    assert reason_of("RuntimeError: already holding 'red block'; place it or open the gripper first") == "IU6"
+    assert reason_of("RuntimeError: the right hand holds nothing to hand over; grasp(...) an object first") == "IU6"
+    assert reason_of("ValueError: 'milk' is in the fridge, which is closed; open('fridge') first") == "IU2"
+    assert reason_of("RuntimeError: cannot pick 'green block': 'blue block' rests on it; move that first") == "IU2"
+    assert reason_of("RuntimeError: 'green block' at (-0.520, -0.750, 0.020) is outside the workspace x in [-0.3, 0.3]") == "IU1"
+    assert reason_of("RuntimeError: cannot pick 'yellow bowl': bowls are fixed to the table; pick a block instead") == "IU5"
+    assert reason_of("ValueError: cannot wipe the sink: choose one of table, counter, workbench") == "IU5"
+    assert reason_of("RuntimeError: the motion timed out") == ""
