@@ -24,7 +24,7 @@ from teachbot.console.session import SessionConfig
 from teachbot.evaluation.doubles import current_transcript
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_person import bring_closer
-from teachbot.evaluation.raider_recovery import TimedSkills, _skills, recovery_api, robot_functions
+from teachbot.evaluation.raider_recovery import TimedSkills, case_skills, recovery_api, robot_functions
 from teachbot.evaluation.raider_recovery_standin import recovery_stand_in
 from teachbot.evaluation.raider_standin import RaiderStandIn
 from teachbot.interaction import CoreConfig, InteractionCore
@@ -108,7 +108,7 @@ def run_episode(worlds: CaseWorlds, case_id: str, request: str, choice: str = ""
     world = worlds.load(case)
     assert isinstance(world, HouseholdWorld)
     person = Person(world, request, choice)
-    library = _skills(world)
+    library = case_skills(world)
     checker = LiveChecker(worlds, world)
     guard = IssueGuard(checker, "block", ["grasp"], planner=planner, held=lambda: world.held_object() or "")
     functions = robot_functions(world, person, TimedSkills(library))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from teachbot.evaluation.raider_cases import CaseWorlds, RaiderCase
-from teachbot.evaluation.raider_recovery import Goal, TimedSkills, _skills, _snapshot, effect, goal_of, robot_functions
+from teachbot.evaluation.raider_recovery import Goal, TimedSkills, _snapshot, case_skills, effect, goal_of, robot_functions
 from teachbot.language.dialog import DialogChannel
 from teachbot.raider.precond import ACTIONS, parse_query
 from teachbot.sim.household_world import HouseholdWorld
@@ -125,7 +125,7 @@ def attempt(case: RaiderCase, worlds: CaseWorlds, goal: Goal, args: Sequence[str
     before = _snapshot(world)
     already = wrong_state(case, goal, world, before)
     moved_from = {o.name: o.position.copy() for o in world.objects() if not o.held}
-    library = _skills(world)
+    library = case_skills(world)
     try:
         functions: dict[str, Callable[..., Any]] = robot_functions(world, _Silent(), TimedSkills(library))
         try:

@@ -199,7 +199,8 @@ def robot_functions(world: HouseholdWorld | TabletopWorld, person: DialogChannel
     return robot.functions() | {"pick": pick, "place": place}
 
 
-def _skills(world: HouseholdWorld | TabletopWorld) -> SkillLibrary:
+def case_skills(world: HouseholdWorld | TabletopWorld) -> SkillLibrary:
+    """The direct skills of a case's world, knowing what its setup put in the hand (close its kin when done)."""
     library = make_skills(world)
     library.held = world.held_object()  # the case's setup put it in the hand
     return library
@@ -278,7 +279,7 @@ def evaluate_recovery(case: RaiderCase, result: CheckResult, planner: RecoveryPl
         return outcome
     before = _snapshot(world := worlds.load(case))
     person = SimulatedPerson(case, world, goal)
-    library = _skills(world)
+    library = case_skills(world)
     calls: list[tuple[str, tuple[Any, ...]]] = []
 
     def recording(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
