@@ -42,8 +42,8 @@ OBJECTS = {  # the sort scene and a few others: what the world holds after each 
     "blue cube": ("cube", "blue"), "ball": ("ball", "blue"),
 }
 PLACES = {"fresh apple": "table", "orange": "table", "ripe banana": "table", "red cup": "table", "knife": "table",
-          "spoon": "table", "box 1": "table", "box 2": "table", "red cube": "workbench", "green cube": "workbench",
-          "blue cube": "workbench", "ball": "workbench"}
+          "spoon": "table", "box 1": "table", "box 2": "table", "red cube": "shelf", "green cube": "shelf",
+          "blue cube": "shelf", "ball": "shelf"}
 
 
 def timed_ms(fn):  # noqa: ANN001, ANN201

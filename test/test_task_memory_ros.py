@@ -62,11 +62,11 @@ def memory_node(root: Path):
 
 
 def table(**at: str) -> dict[str, ObjectInfo]:
-    """The sort task's table and the tower's workbench; ``at`` moves objects (apple='box 1')."""
+    """The sort task's table and the tower's shelf; ``at`` moves objects (apple='box 1')."""
     world = {"apple": ("apple", "red", "table"), "banana": ("banana", "yellow", "table"), "red cup": ("cup", "red", "table"),
              "knife": ("knife", "gray", "table"), "box 1": ("box", "brown", "table"), "box 2": ("box", "brown", "table"),
-             "red cube": ("cube", "red", "workbench"), "blue cube": ("cube", "blue", "workbench"),
-             "yellow cube": ("cube", "yellow", "workbench")}
+             "red cube": ("cube", "red", "shelf"), "blue cube": ("cube", "blue", "shelf"),
+             "yellow cube": ("cube", "yellow", "shelf")}
     return {n: ObjectInfo(t, c, at.get(n.replace(" ", "_"), a)) for n, (t, c, a) in world.items()}
 
 
@@ -151,7 +151,7 @@ def test_begin_log_and_query_over_ros(graphs, tmp_path: Path) -> None:
     assert [a["step"] for a in tm.result("declarative", "sort", limit=1)] == [3]
     assert tm.result("tasks") == [{"task": "sort", "status": "active", "progress": "1 of 4 steps done; next: put the banana "
                                    "into box 1", "instruction": "sort the table please"}]
-    # a task not begun is read against the newest world: the workbench's three cubes
+    # a task not begun is read against the newest world: the shelf's three cubes
     tower = tm.result("working", "tower")
     assert tower["status"] == "not started" and len(tower["remaining"]) == 3
     # the node's answers are the core's own: the same store read in this process says the same
