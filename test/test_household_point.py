@@ -18,7 +18,7 @@ from teachbot.skills.household_gestures import POINT_HEIGHT
 from teachbot.skills.household_signatures import HOUSEHOLD_SKILLS, HOUSEHOLD_TARGETS
 
 pytestmark = pytest.mark.timeout(pytest_timeout(300))
-POINT_COLORS = ("red apple", "red mug", "yellow block", "yellow banana", "blue block", "green block")
+POINT_COLORS = ("red apple", "soup can", "yellow lemon", "long banana", "navel orange", "bosc pear")
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +70,13 @@ def test_an_unknown_thing_is_refused_with_the_known_names(colors):
 def test_a_full_hand_points_too_with_what_it_holds_above_the_thing(multitask):
     multitask.load("point_colors")
     skills = multitask.skills()
-    ok(skills.run("grasp", object_name="blue block"))
+    ok(skills.run("grasp", object_name="soup can"))
     ok(skills.run("point_at", object_name="red apple"))
-    assert multitask.pointed_at() == "red apple" and multitask.truth()["blue block"] == "robot"
-    block = next(o for o in multitask.world.objects() if o.name == "blue block")
-    bottom = float(block.position[2] - block.size[2] / 2)
+    assert multitask.pointed_at() == "red apple" and multitask.truth()["soup can"] == "robot"
+    can = next(o for o in multitask.world.objects() if o.name == "soup can")
+    bottom = float(can.position[2] - can.size[2] / 2)
     assert bottom - top_of(multitask.world, "red apple") == pytest.approx(POINT_HEIGHT, abs=0.02)
-    refused = skills.run("point_at", object_name="blue block")
+    refused = skills.run("point_at", object_name="soup can")
     assert not refused.success and "the hand holds it" in refused.message
     ok(skills.run("place_object", location="workbench"))  # the next motion ends the pointing
     assert multitask.pointed_at() == ""
@@ -86,10 +86,10 @@ def test_the_console_function_points(multitask):
     multitask.load("point_colors")
     world = multitask.world
     robot = HouseholdRobot(DirectSkills(multitask.skills()), world.object_names, world.thing_states, DialogChannel(), world.layout)
-    assert robot.functions()["point_at"]("green block") == "success"
-    assert multitask.pointed_at() == "green block"
-    with pytest.raises(ValueError, match="unknown object 'grey block'"):
-        robot.functions()["point_at"]("grey block")
+    assert robot.functions()["point_at"]("bosc pear") == "success"
+    assert multitask.pointed_at() == "bosc pear"
+    with pytest.raises(ValueError, match="unknown object 'grey bosc pear'"):
+        robot.functions()["point_at"]("grey bosc pear")
 
 
 def test_point_at_is_declared_in_the_household_api_and_its_prompt():

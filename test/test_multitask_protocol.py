@@ -61,11 +61,11 @@ def test_the_tasks_are_the_papers_with_their_distractors() -> None:
     assert scene["sort"] - relevant["sort"] == {"baseball"}  # stays on the table
     assert relevant["fruit_bowl"] == {"green apple", "small banana", "lemon", "orange", "green pear"}
     assert scene["fruit_bowl"] - relevant["fruit_bowl"] == {"tin can"}
-    assert relevant["point_colors"] == {"yellow block", "yellow banana", "red apple", "red mug"}  # yellow, then red
-    assert scene["point_colors"] - relevant["point_colors"] == {"blue block", "green block"}
+    assert relevant["point_colors"] == {"yellow lemon", "long banana", "red apple"}  # yellow, then red
+    assert scene["point_colors"] - relevant["point_colors"] == {"soup can", "navel orange", "bosc pear"}
     assert relevant["jello"] == {"dessert bowl", "jello", "banana"}
     assert scene["jello"] - relevant["jello"] == {"apple", "food can", "soft pear"}
-    assert relevant["tower"] == {"red cube", "green cube", "blue cube"}  # on the shelf: not the pointing's blocks
+    assert relevant["tower"] == {"red cube", "green cube", "blue cube"}  # on the shelf, apart from the pointing task
     assert scene["tower"] - relevant["tower"] == {"black cube", "white cube"}  # the colour filter
 
 
