@@ -239,8 +239,10 @@ class Live:
 
     def restart_console(self) -> None:
         """Close the interaction manager (as its process ending would) and start a new one."""
+        from teachbot.nodes.stack import let_go
+
         self.node.close()
-        self.executor.remove_node(self.node)
+        let_go(self.executor, self.node)  # not executor.remove_node: its spin thread may still hold the node's handles
         self.node.destroy_node()
         self.start_console()
 

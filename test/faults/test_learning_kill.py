@@ -2,10 +2,11 @@
 
 The memory and improvement nodes run under teachbot.nodes.supervisor, the improvement node's LLM is
 test/fake_openai_server.py on 127.0.0.1. The first learn_from_interaction() reaches the LLM, which does not answer;
-the improvement node is then killed with SIGKILL: within 2 s the console shows one error line that names the node
+the improvement node is then killed with SIGKILL: within moments (the 2 s goal is bench/fault_recovery.py's)
+the console shows one error line that names the node
 (not the "took too long" of a deadline), the supervisor restarts it, and the next learn_from_interaction() stores
 its lesson through the memory node. A memory node killed between requests makes the next retrieval give up on
-it within 2 s as well. In a child process on a ROS domain of its own, as test_node_kill.py.
+it as quickly. In a child process on a ROS domain of its own, as test_node_kill.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from test_node_kill import GOAL, run_child
+from test_node_kill import DETECTED, run_child
+from timing import timeout
 
 FIRST = "the red block belongs in the blue bowl, remember that"
 LEARN = "learn_from_interaction()"
@@ -65,7 +67,7 @@ def scenario() -> None:
             wait_until(lambda: len(stack.lines()) > before, 30.0, "the console's error line")
             elapsed, error = time.monotonic() - killed, stack.lines()[before]
             print(f"kill->error improvement during learning: {elapsed:.2f} s: {error}", flush=True)
-            assert elapsed <= GOAL, f"the error line came {elapsed:.2f} s after kill -9 of the improvement node: {error}"
+            assert elapsed <= timeout(DETECTED), f"the error line came {elapsed:.2f} s after kill -9 of the improvement node: {error}"
             assert error.startswith("StackFault: the improvement node left the ROS graph") and LEARN in error, error
             time.sleep(0.5)
             assert [line for line in stack.lines()[before:] if not line.startswith(">>>")][:1] == [error]  # one error line
@@ -79,7 +81,7 @@ def scenario() -> None:
             stored = list(stack.learned.glob("*.json"))
             assert len(stored) == 1 and IMPROVED.splitlines()[2] in stored[0].read_text(), stored
             assert len(server.requests) == 5, "the chain ran once, after the restart (4 prompts), past the killed call"
-            # a memory node killed between requests: the next request's retrieval gives up on it within 2 s (the
+            # a memory node killed between requests: the next request's retrieval gives up on it at once (the
             # console then reads the store in its own process, teachbot.interaction.FallbackExamples)
             killed = kill(stack, "memory")
             try:
@@ -88,7 +90,7 @@ def scenario() -> None:
                 print(f"kill->retrieval fails over: {time.monotonic() - killed:.2f} s: {exc}", flush=True)
             else:
                 raise AssertionError("memory/retrieve answered after its node was killed")
-            assert time.monotonic() - killed <= GOAL
+            assert time.monotonic() - killed <= timeout(DETECTED)
         finally:
             stack.close()
 

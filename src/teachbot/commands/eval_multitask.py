@@ -88,9 +88,8 @@ def models(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or resume) the benchmark, then write summary.json and report.md and print the table."""
-    # deferred: loaded when the command runs
-    from teachbot.evaluation.multitask import MultitaskConfig, run_multitask
-    from teachbot.evaluation.multitask_report import write_summary
+    from teachbot.evaluation.multitask import MultitaskConfig, run_multitask  # deferred: loaded when the command runs
+    from teachbot.evaluation.multitask_report import write_summary  # deferred: loaded when the command runs
     from teachbot.tracing.setup import trace_into  # deferred: opentelemetry, loaded when the command runs
 
     trace_into(Path(args.out) / "traces", "teachbot-eval-multitask")  # every run's trace beside its results (their trace_id)

@@ -121,24 +121,10 @@ class InProcessStack:
             self._executor.add_node(node)
 
     def remove_node(self, node: Any, timeout: float = 10.0) -> None:
-        """Stop spinning ``node``, close it and destroy it, without racing the executor thread.
-
-        rclpy's executor gathers a node's entities before it waits on them: a node destroyed from another
-        thread in between makes the spin thread raise ``InvalidHandle`` and the whole stack stops. So the
-        removal runs as a task on the executor, and the node is destroyed only after a second task has
-        run, which the executor takes up only at the top of a pass that no longer lists the node.
-        """
+        """Stop spinning ``node`` (:func:`let_go`: without racing the executor thread), close it and destroy it."""
         executor = self._executor
-        if executor is not None and self._thread is not None and self._thread.is_alive():
-            for step in (lambda: executor.remove_node(node), lambda: None):
-                task = executor.create_task(step)
-                deadline = time.monotonic() + timeout
-                while not task.done():
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"the stack's executor did not let go of {node.get_name()!r} within {timeout:.0f} s")
-                    time.sleep(0.01)
-        elif executor is not None:
-            executor.remove_node(node)
+        if executor is not None:
+            let_go(executor, node, spinning=self._thread is not None and self._thread.is_alive(), timeout=timeout)
         if node in self.nodes:
             self.nodes.remove(node)
         close = getattr(node, "close", None)
@@ -180,3 +166,23 @@ class InProcessStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def let_go(executor: Executor, node: Any, spinning: bool = True, timeout: float = 10.0) -> None:
+    """Take ``node`` off ``executor`` so that it can be destroyed without racing the executor's thread.
+
+    rclpy's executor gathers its nodes' entities before it waits on them; a node destroyed from another thread
+    in between makes the spin thread raise (``InvalidHandle``, or RCLError 'action client pointer is invalid')
+    and the executor stops for good. So while it spins, the removal runs as a task on the executor, and this
+    returns only after a second task has run, which the executor takes up only at the top of a pass that no
+    longer lists the node. ``spinning`` False: nothing spins it, the node is removed at once."""
+    if not spinning:
+        executor.remove_node(node)
+        return
+    for step in (lambda: executor.remove_node(node), lambda: None):
+        task = executor.create_task(step)
+        deadline = time.monotonic() + timeout
+        while not task.done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the executor did not let go of {node.get_name()!r} within {timeout:.0f} s")
+            time.sleep(0.01)
