@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.taskmemory.specs import Goal, ObjectInfo, TaskSpec, steps
+from teachbot.taskmemory.specs import Goal, ObjectInfo, TaskSpec, categories_by_type, steps
 
 SYNONYMS = {"mug": "cup", "block": "cube", "tumbler": "glass", "powder": "jello"}  # what a name may call a type
 ACHROMATIC = ("black", "white", "gray", "grey")
@@ -66,11 +66,8 @@ class Reader:
 
     @property
     def category_of(self) -> dict[str, frozenset[str]]:
-        out: dict[str, set[str]] = {}
-        for category, types in self.categories.items():
-            for t in types:
-                out.setdefault(t, set()).add(category)
-        return {t: frozenset(c) for t, c in out.items()}
+        """Object type -> the categories it belongs to, by the common sense this reader has."""
+        return categories_by_type(self.categories)
 
     def guess(self, name: str, at: str = "") -> ObjectInfo:
         """An object's type and colour from its name ('red mug': a red cup, 'ripe banana': a yellow banana)."""

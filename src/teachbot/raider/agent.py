@@ -282,9 +282,7 @@ class RaiderAgent:
         while not self._limit_reached(result, started):
             reply = self.model.chat_tools(messages, schemas, timeout=max(self._left(started), 0.1))
             result.turns += 1
-            messages.append({"role": "assistant", "content": reply.text or None, "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
-                if reply.tool_calls else {"role": "assistant", "content": reply.text})
+            messages.append(assistant_message(reply))
             lines += [reply.text] if reply.text else []
             notes: list[str] = []
             pending = [c for c in reply.tool_calls if c.name != "final_response"]
@@ -385,9 +383,7 @@ class RaiderAgent:
         while not self._limit_reached(result, started):
             reply = model.chat_tools(messages, schemas, timeout=max(self._left(started), 0.1))
             result.turns += 1
-            messages.append({"role": "assistant", "content": reply.text or None, "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
-                if reply.tool_calls else {"role": "assistant", "content": reply.text})
+            messages.append(assistant_message(reply))
             lines += [reply.text] if reply.text else []
             notes: list[str] = []
             done = False
@@ -427,3 +423,11 @@ class RaiderAgent:
             result.warnings += notes
             result.turn_warnings.append(len(notes))
         result.transcript = "\n".join(lines) + "\n"
+
+
+def assistant_message(reply: Any) -> dict[str, Any]:
+    """A native tool-calling reply as the assistant message the next request carries (its calls, if any)."""
+    if not reply.tool_calls:
+        return {"role": "assistant", "content": reply.text}
+    return {"role": "assistant", "content": reply.text or None, "tool_calls": [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}

@@ -144,11 +144,16 @@ class TaskMemoryConfig:
     @property
     def category_of(self) -> dict[str, frozenset[str]]:
         """Object type -> the categories it belongs to."""
-        out: dict[str, set[str]] = {}
-        for category, types in self.categories.items():
-            for t in types:
-                out.setdefault(t, set()).add(category)
-        return {t: frozenset(c) for t, c in out.items()}
+        return categories_by_type(self.categories)
+
+
+def categories_by_type(categories: Mapping[str, Sequence[str]]) -> dict[str, frozenset[str]]:
+    """``{category: [types]}`` turned round: object type -> the categories it belongs to."""
+    out: dict[str, set[str]] = {}
+    for category, types in categories.items():
+        for t in types:
+            out.setdefault(t, set()).add(category)
+    return {t: frozenset(c) for t, c in out.items()}
 
 
 def _spec(name: str, raw: Any, categories: Mapping[str, Sequence[str]], source: str) -> TaskSpec:
