@@ -298,7 +298,8 @@ def scenario_one_check_at_a_time_and_cancel(household, probe):
 
 def scenario_the_console_checks_before_it_acts(household, probe):
     """The interaction manager in block mode: grasp('milk') with the fridge closed becomes the statement's
-    ActionIssue line and the arm does not move; check_action() answers the console through the node."""
+    ActionIssue line, with the recovery planner's plan, and the arm does not move; check_action() answers the
+    console through the node."""
     from teachbot_interfaces.msg import DialogTurn, TranscriptUpdate
 
     from teachbot.llm.scripted import ScriptedModel
@@ -306,8 +307,9 @@ def scenario_the_console_checks_before_it_acts(household, probe):
     from teachbot.nodes.interaction_manager_node import TRANSCRIPT_QOS, InteractionManagerNode
 
     model = ScriptedModel(["grasp('milk')", "check_action(\"grasp('apple')\")", "wait_for_trigger()"])
-    console = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), api_profile="household",
-                                     issue_guard="block", dialog_timeout=60.0)
+    planner = ScriptedModel(["```python\nopen('fridge')\ngrasp('milk')\n```"])  # the recovery role's model
+    console = InteractionManagerNode(interaction_model=model, function_model=ScriptedModel([]), recovery_model=planner,
+                                     api_profile="household", issue_guard="block", dialog_timeout=60.0)
     lines: list[str] = []
     probe.node.create_subscription(TranscriptUpdate, "interaction/transcript", lambda m: lines.extend(m.lines), TRANSCRIPT_QOS)
     speak = probe.node.create_publisher(DialogTurn, "dialog/user", COMMAND_QOS)
@@ -327,6 +329,9 @@ def scenario_the_console_checks_before_it_acts(household, probe):
             time.sleep(0.05)
         error = lines[lines.index(">>> grasp('milk')") + 1]
         assert error.startswith("ActionIssue: unfeasibility:") and "closed" in error, lines
+        # the line offers the recovery planner's plan, made from the check and what the hand holds
+        assert error.endswith("Recovery plan: open('fridge'); grasp('milk')"), error
+        assert len(planner.prompts) == 1 and "Robot holding: nothing" in planner.prompts[0], planner.prompts
         with sim.lock:
             assert sim.world.held_object() == "" and sim.world.thing_states()["fridge"]["open"] is False
         answer = lines[lines.index(">>> check_action(\"grasp('apple')\")") + 1]

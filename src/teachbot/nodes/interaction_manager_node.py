@@ -76,6 +76,7 @@ from teachbot.nodes.stack_watchdog import WATCHED, StackWatchdog, call_fault, mo
 from teachbot.nodes.task_memory_client import FallbackTaskMemory, RemoteTaskMemory, perceived_environment
 from teachbot.nodes.task_memory_service import working_memory_maker
 from teachbot.raider.config import RaiderConfig
+from teachbot.raider.recovery import RecoveryPlanner
 from teachbot.robot_profile import RobotProfile
 from teachbot.sandbox.executor import SandboxLimits
 from teachbot.simrobot.snapshot import Scene, scene_from_positions, scene_to_json
@@ -97,12 +98,14 @@ class InteractionManagerNode(Node):
 
     def __init__(
         self, interaction_model: Model | None = None, function_model: Model | None = None, namespace: str = "",
-        correction_model: Model | None = None, **overrides: Any,
+        correction_model: Model | None = None, recovery_model: Model | None = None, **overrides: Any,
     ) -> None:
         """``correction_model``: the LLM of DROC's correction handler. A console whose interaction model is
         given by code (tests, recordings) has the handler only when this is given too; one configured from
         config/llm.yaml gets the ``correction`` role's model. ``corrections: false`` (an override or a key of
-        config/interaction.yaml) or ``knowledge.corrections.enabled: false`` turns the handler off."""
+        config/interaction.yaml) or ``knowledge.corrections.enabled: false`` turns the handler off.
+        ``recovery_model``: RAIDER's recovery planner for the guard in block mode, the same way (the
+        ``recovery`` role's model when the console is configured from config/llm.yaml)."""
         super().__init__("interaction_manager", namespace=namespace)
         # ROS parameters, also keyword arguments; any other keyword overrides a key of config/interaction.yaml
         for name, default in (("config", "interaction"), ("memory", ""), ("api_profile", ""), *((key, "") for key in LLM_PARAMETERS)):
@@ -171,6 +174,11 @@ class InteractionManagerNode(Node):
             if add is not None:
                 add(completion_publisher(self, self.completion_pub, role, self.prices))
         corrections = self._correction_handler(api, cfg, llm_raw, correction_model, interaction_model is None)
+        if self.guard.mode == "block":  # the ActionIssue line carries a recovery plan (the RAIDER paper's Figure 7)
+            planner = recovery_model or (model_from_config(llm_raw, "recovery") if interaction_model is None else None)
+            if planner is not None:
+                self.guard.planner = RecoveryPlanner(abandonable(planner, self._abandon), api)
+                self.guard.held = self._held
         learning = load_yaml(resolve_config("learning")).get("learning", {})
         local = self.local_examples = LocalExamples(str(self.get_parameter("memory").value))
         self._local_knowledge: _LocalKnowledgeBase | None = None
@@ -357,6 +365,10 @@ class InteractionManagerNode(Node):
         with self._object_lists:
             self._lists_seen += 1
             self._object_lists.notify_all()
+
+    def _held(self) -> str:
+        """What the hand holds, for the recovery prompt's 'Robot holding:' ('' nothing; the household's states)."""
+        return ", ".join(sorted(name for name, (_type, _place, held) in self._things.items() if held))
 
     def on_states(self, msg: ThingStates) -> None:
         """The household things' states, for get_object_state()."""
