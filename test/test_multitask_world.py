@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(pytest_timeout(300))
 SCENES = {  # task -> (its place, its objects: fixtures first)
     "sort": ("table", ["box 1", "box 2", "fresh apple", "white cup", "baseball", "ripe banana", "small bowl", "pear"]),
     "fruit_bowl": ("counter", ["bowl", "green apple", "tin can", "lemon", "small banana", "orange", "green pear"]),
-    "point_colors": ("workbench", ["red apple", "red mug", "yellow block", "yellow banana", "blue block", "green block"]),
+    "point_colors": ("workbench", ["red apple", "soup can", "yellow lemon", "long banana", "navel orange", "bosc pear"]),
     "jello": ("sink", ["jello", "dessert bowl", "food can", "banana", "apple", "soft pear"]),
     "tower": ("shelf", ["red cube", "green cube", "black cube", "blue cube", "white cube"]),
 }
