@@ -135,10 +135,11 @@ def composed(runs: int, executor: str, server: str, result_timeout: float | None
     ``result_timeout`` overrides rclpy's ActionServer default (10 s: every finished goal stays in the
     goal status array, published and parsed on each state change, for that long)."""
     import rclpy
-    from rclpy.action import ActionClient, ActionServer
+    from rclpy.action import ActionServer
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
     from teachbot_interfaces.action import Wait
 
+    from teachbot.nodes.action_client import ActionClient
     from teachbot.nodes.skill_client import SkillClient
     from teachbot.nodes.skills_node import SkillsNode
 

@@ -60,8 +60,9 @@ def test_the_watch_waits_for_every_client_that_could_have_sent_the_goal() -> Non
 def client() -> None:
     """The child that plays the interaction manager: send the slow goal, say so, then wait to be killed."""
     import rclpy
-    from rclpy.action import ActionClient
     from teachbot_interfaces.action import MoveTo
+
+    from teachbot.nodes.action_client import ActionClient
 
     rclpy.init()
     node = rclpy.create_node("doomed_client")

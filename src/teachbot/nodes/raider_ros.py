@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from teachbot_interfaces.action import IssueDetection
 from teachbot_interfaces.srv import GroundedTool
 
 from teachbot.errors import ControllerError
+from teachbot.nodes.action_client import ActionClient
 from teachbot.nodes.common import DONE, GONE, wait_served
 from teachbot.nodes.grounded_tools_service import SERVICE as TOOLS_SERVICE
 from teachbot.raider.agent import CheckResult, ToolUse

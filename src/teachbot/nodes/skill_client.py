@@ -15,7 +15,6 @@ from typing import Any
 
 from action_msgs.msg import GoalStatus
 from action_msgs.srv import CancelGoal
-from rclpy.action import ActionClient
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Bool
@@ -23,6 +22,7 @@ from teachbot_interfaces.msg import SkillResult
 from teachbot_interfaces.srv import GetWorldState, ReleaseHandover, ResetScene
 
 from teachbot.errors import ControllerError, InvalidArgumentError, MotionTimeoutError
+from teachbot.nodes.action_client import ActionClient
 from teachbot.nodes.common import COMMAND_QOS, DONE, GONE, STOPPED, wait_served
 from teachbot.nodes.skills_node import SKILLS, skills_for
 from teachbot.robot_profile import RobotProfile
