@@ -300,3 +300,50 @@ def test_a_failing_worker_is_counted_and_nothing_answers_for_it_unless_the_fallb
     row = run_case(world, "memory", "standalone", ("jello",), CONFIG, named, tmp_path / "fallback", protocol="pairs")
     assert row["success"] and row["worker"]["fallbacks"] == row["worker"]["failures"] > 0  # the oracle answered, counted
     assert f"| {row['worker']['failures']} / {row['worker']['fallbacks']} |" in format_table(summarise([row]))  # the report says so
+
+
+def test_the_worker_double_answers_the_declarative_prompt_from_its_text_alone(tmp_path: Path) -> None:
+    from teachbot.taskmemory import ObjectInfo, TaskMemory, WorkerLLM
+
+    config = TaskMemoryConfig.load()
+    world = {"yellow cube": ObjectInfo("cube", "yellow", "shelf"), "red cube": ObjectInfo("cube", "red", "shelf"),
+             "blue cube": ObjectInfo("cube", "blue", "shelf"), "black cube": ObjectInfo("cube", "black", "shelf")}
+    model = WorkerDouble(reader())
+    worker = WorkerLLM(model, "{log}", config, fallback=False)
+    memory = TaskMemory(tmp_path / "tasks", config, "household", lambda: dict(world), worker)
+    memory.begin("tower", "build it")
+    for cube, on in (("red cube", "yellow cube"), ("blue cube", "red cube")):
+        world[cube] = ObjectInfo("cube", cube.split()[0], "robot")
+        memory.log_action("grasp", (cube,), {}, "'success'", True)
+        world[cube] = ObjectInfo("cube", cube.split()[0], on)
+        memory.log_action("place_object", (on,), {}, "'success'", True)
+    world["black cube"] = ObjectInfo("cube", "black", "robot")  # never logged: the worker cannot know
+    recalled = memory.recall("tower")
+    assert recalled["source"] == "worker" and worker.stats.failures == 0
+    assert recalled["environment_state"] == ["yellow cube"]
+    assert recalled["task_state"] == {"yellow cube": ["red cube"], "red cube": ["blue cube"]}
+    assert "black cube" not in json.dumps(recalled)  # not the tower's, and not in the log anyway
+    assert '"environment_state"' in model.prompts[-1] and "The task's place: shelf" in model.prompts[-1]
+
+
+class DeclarativeFails(WorkerDouble):
+    """The worker double with a broken declarative memory: it names an object no world holds."""
+
+    def answer(self, prompt: str) -> str:
+        if '"environment_state"' in prompt:
+            return '{"environment_state": [], "task_state": {"shelf": ["unicorn"]}, "pointed_at": ["unicorn"]}'
+        return super().answer(prompt)
+
+
+def test_the_pointing_is_recalled_from_the_declarative_memory_and_a_failed_extraction_costs_retention(
+        world, models, tmp_path: Path) -> None:
+    row = run_case(world, "memory", "intervened", ("point_colors", "jello"), CONFIG, models, tmp_path / "ok", protocol="pairs")
+    assert "retrieve_declarative_memory('point_colors')" in row["transcript"]
+    assert row["environment_retention"] == 1.0 and row["worker"]["failures"] == 0, row["probes"]
+    broken = MultitaskModels(models.interaction, DeclarativeFails(models.worker.reader))
+    row = run_case(world, "memory", "intervened", ("point_colors", "jello"), CONFIG, broken, tmp_path / "broken",
+                   protocol="pairs")
+    assert row["environment_retention"] == 0.0, row["probes"]  # nothing answered for the worker: the truth is not handed over
+    assert row["worker"]["failures"] >= 1 and row["worker"]["fallbacks"] == 0
+    assert any("not in the world: ['unicorn']" in p for p in row["worker"]["problems"])
+    assert "the state could not be extracted from the log" in row["transcript"]

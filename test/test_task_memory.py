@@ -228,9 +228,12 @@ def test_interrupted_task_resumes_where_it_stopped_after_a_restart(tmp_path: Pat
     assert wm["task_relevant_objects"] == {"apple": "box 1", "banana": "table", "red cup": "box 2", "knife": "table"}
     resumed = restarted["begin_task"]("sort")
     assert resumed["status"] == "active" and resumed["remaining"] == wm["remaining"]
-    history = restarted["retrieve_declarative_memory"]("sort")
-    assert [h["action"] for h in history] == ["grasp('apple')", "place_object('box 1')", "grasp('red cup')", "place_object('box 2')"]
-    assert history[1]["after"]["apple"] == "box 1"
+    recalled = restarted["retrieve_declarative_memory"]("sort")
+    assert [h["action"] for h in recalled["recent_actions"]] == ["grasp('apple')", "place_object('box 1')", "grasp('red cup')",
+                                                                 "place_object('box 2')"]
+    assert recalled["environment_state"] == ["banana", "knife"]  # the extracted state, not the raw rows
+    assert recalled["task_state"] == {"box 1": ["apple"], "box 2": ["red cup"]} and recalled["source"] == "extractor"
+    assert "after" not in recalled["recent_actions"][0]
 
 
 def test_failed_actions_are_logged_with_the_error(tmp_path: Path) -> None:
@@ -239,8 +242,8 @@ def test_failed_actions_are_logged_with_the_error(tmp_path: Path) -> None:
     f["begin_task"]("sort")
     with pytest.raises(RuntimeError):
         f["place_object"]("box 1")
-    history = f["retrieve_declarative_memory"]("sort")
-    assert history[-1]["result"].startswith("RuntimeError: the right hand holds nothing")
+    history = f["retrieve_declarative_memory"]("sort")["recent_actions"]
+    assert history[-1]["result"].startswith("failed: RuntimeError: the right hand holds nothing")
 
 
 def test_nothing_is_logged_before_a_task_begins_and_unknown_tasks_are_errors(tmp_path: Path) -> None:
@@ -263,7 +266,7 @@ def test_a_finished_task_begins_afresh(tmp_path: Path) -> None:
         f["place_object"](on)
     assert f["retrieve_working_memory"]("tower")["status"] == "done"
     again = f["begin_task"]("tower")
-    assert again["done"] == list(again["done"]) and len(f["retrieve_declarative_memory"]("tower")) == 0
+    assert again["done"] == list(again["done"]) and f["retrieve_declarative_memory"]("tower")["recent_actions"] == []
 
 
 WORKER_ANSWER = """<think>The apple went into box 1; the rest is open.</think>
@@ -275,10 +278,16 @@ Here is the working memory:
 ```"""
 
 
-def paper_worker(selection: str = "apple, banana, red cup, knife", state: str = WORKER_ANSWER) -> ScriptedModel:
-    """A scripted worker: Prompt 4 (selection) answered with ``selection``, Prompt 5 (state) with ``state``."""
-    return ScriptedModel(respond=lambda prompt: selection if "Name the objects that are relevant" in prompt else state,
-                         name="worker")
+def paper_worker(selection: str = "apple, banana, red cup, knife", state: str = WORKER_ANSWER,
+                 declarative: str = "") -> ScriptedModel:
+    """A scripted worker: Prompt 4 (selection) answered with ``selection``, the declarative prompt (Prompt 5:
+    it asks for "environment_state") with ``declarative``, the working memory's state prompt with ``state``."""
+    def respond(prompt: str) -> str:
+        if "Name the objects that are relevant" in prompt:
+            return selection
+        return declarative if '"environment_state"' in prompt else state
+
+    return ScriptedModel(respond=respond, name="worker")
 
 
 def test_worker_llm_selects_from_the_full_object_list_and_extracts_the_state_from_the_log(tmp_path: Path) -> None:
@@ -435,10 +444,10 @@ def test_acting_is_logged_only_under_a_task_begun_in_this_conversation(tmp_path:
     with pytest.raises(SessionEnded):
         f["wait_for_trigger"]()  # the conversation ends
     f["place_object"]("box 1")  # a later request that is no task: not the sorting's
-    assert [h["action"] for h in f["retrieve_declarative_memory"]("sort")] == ["grasp('apple')"]
+    assert [h["action"] for h in f["retrieve_declarative_memory"]("sort")["recent_actions"]] == ["grasp('apple')"]
     fresh = ConsoleTaskMemory(memory(tmp_path, table)).wrap(table.functions())  # after a restart, likewise
     fresh["grasp"]("banana")
-    assert len(fresh["retrieve_declarative_memory"]("sort")) == 1
+    assert len(fresh["retrieve_declarative_memory"]("sort")["recent_actions"]) == 1
 
 
 def test_the_worker_reads_the_newest_log_entries_only_and_a_failed_action_as_failed(tmp_path: Path) -> None:
@@ -459,3 +468,77 @@ def test_the_worker_reads_the_newest_log_entries_only_and_a_failed_action_as_fai
     assert log.startswith("Task begun: ") and "Log entry 1:" not in log and "grasp('apple')" not in log
     assert "Log entry 2:\nAction: place_object('box 1') -> 'success'\nbox 1: apple\ntable: banana, red cup, knife" in log
     assert "Log entry 3:\nAction: place_object('box 2') -> failed: RuntimeError: the right hand holds nothing" in log
+
+
+# ---------------------------------------------------------------------------------------- declarative memory
+def sorted_two(f: dict) -> None:
+    f["begin_task"]("sort")
+    f["grasp"]("apple")
+    f["place_object"]("box 1")
+    f["grasp"]("red cup")
+    f["place_object"]("box 2")
+
+
+def test_declarative_memory_is_the_workers_extraction_from_the_filled_prompt(tmp_path: Path) -> None:
+    table = Table()
+    # the worker's reading, on purpose not the world's (the knife is on the table): the answer must be the
+    # worker's extraction, not rows of the log nor the simulator's truth
+    answer = ('<think>box 1 holds the apple</think> {"environment_state": ["banana"], '
+              '"task_state": {"box 1": ["apple"], "box 2": ["red cup", "knife"]}, "pointed_at": []}')
+    model = paper_worker(declarative=answer)
+    worker = WorkerLLM(model, "{log}", CONFIG, fallback=False)
+    f = ConsoleTaskMemory(memory(tmp_path, table, worker)).wrap(table.functions())
+    sorted_two(f)
+    recalled = f["retrieve_declarative_memory"]("sort")
+    prompt = model.prompts[-1]
+    assert prompt.startswith("You keep the declarative memory of a robot")  # prompts/task_memory_declarative.txt
+    assert "sort task: Sort the fruits on the table" in prompt and "The task's place: table" in prompt
+    assert "The task's objects: apple, banana, red cup, knife" in prompt
+    assert "Action: place_object('box 2') -> 'success'\nbox 1: apple\ntable: banana, knife\nbox 2: red cup" in prompt
+    assert "{log}" not in prompt and "{place}" not in prompt
+    assert recalled["source"] == "worker" and recalled["environment_state"] == ["banana"]
+    assert recalled["task_state"] == {"box 1": ["apple"], "box 2": ["red cup", "knife"]} and recalled["pointed_at"] == []
+    assert [a["step"] for a in recalled["recent_actions"]] == [1, 2, 3, 4] and "problem" not in recalled
+    assert worker.stats.failures == 0
+
+
+@pytest.mark.parametrize("answer, why", [
+    ("The apple is in box 1.", "no JSON object"),
+    ('{"environment_state": ["banana"], "task_state": {"box 1": ["unicorn"]}}', "not in the world: ['unicorn']"),
+    ('{"environment_state": "banana", "task_state": ["apple"]}', "task_state must map"),
+])
+def test_a_failed_declarative_extraction_is_counted_and_said_not_replaced_by_the_truth(tmp_path: Path, answer: str,
+                                                                                         why: str) -> None:
+    table = Table()
+    strict = WorkerLLM(paper_worker(declarative=answer), "{log}", CONFIG, fallback=False)
+    f = ConsoleTaskMemory(memory(tmp_path, table, strict)).wrap(table.functions())
+    sorted_two(f)
+    before = strict.stats.failures
+    recalled = f["retrieve_declarative_memory"]("sort")
+    assert strict.stats.failures == before + 1 and strict.stats.fallbacks == 0 and why in strict.stats.problems[-1]
+    assert recalled["source"] == "worker-failed" and why in recalled["problem"]
+    assert "task_state" not in recalled and "environment_state" not in recalled  # no state, least of all the truth
+    assert len(recalled["recent_actions"]) == 4  # what the log says is still there to read
+    lenient = WorkerLLM(paper_worker(declarative=answer), "{log}", CONFIG)
+    f = ConsoleTaskMemory(memory(tmp_path / "fallback", table, lenient)).wrap(table.functions())
+    recalled = f["retrieve_declarative_memory"]("sort")
+    assert lenient.stats.fallbacks >= 1 and lenient.stats.failures >= 1
+    assert recalled["source"] == "extractor" and "the deterministic extractor answered instead" in recalled["problem"]
+
+
+def test_declarative_memory_of_the_extractor_follows_the_log_not_the_world(tmp_path: Path) -> None:
+    table = Table()
+    tm = memory(tmp_path, table)
+    f = ConsoleTaskMemory(tm).wrap(table.functions())
+    assert f["retrieve_declarative_memory"]("tower")["environment_state"] == ["yellow cube", "red cube", "blue cube"]
+    f["begin_task"]("tower")
+    for cube, on in (("red cube", "yellow cube"), ("blue cube", "red cube")):
+        f["grasp"](cube)
+        f["place_object"](on)
+    table.move("apple", "box 2")  # after the last log entry, by someone else: the tower's log does not know
+    recalled = f["retrieve_declarative_memory"]("tower")
+    assert recalled["environment_state"] == ["yellow cube"]  # the base stays on the shelf
+    assert recalled["task_state"] == {"yellow cube": ["red cube"], "red cube": ["blue cube"]}  # in the order stacked
+    assert "black cube" not in str(recalled)  # not the tower's object
+    assert tm.recall("tower", limit=1)["recent_actions"] == [{"step": 4, "action": "place_object('red cube')",
+                                                               "result": "'success'"}]

@@ -158,6 +158,10 @@ def test_begin_log_and_query_over_ros(graphs, tmp_path: Path) -> None:
     local = TaskMemory(tmp_path / "tasks", CONFIG, "household", lambda: table(apple="box 1"))
     assert {k: v for k, v in working.items() if k != "source"} == local.working("sort").to_console()
     assert actions == local.declarative("sort")
+    recalled = tm.result("recall", "sort")  # retrieve_declarative_memory's answer: the state extracted from the log
+    assert recalled["environment_state"] == ["banana", "red cup", "knife"] and recalled["task_state"] == {"box 1": ["apple"]}
+    assert recalled["recent_actions"][2]["result"] == "failed: RuntimeError: the banana slipped"
+    assert recalled == local.recall("sort")
 
 
 def test_bad_requests_get_a_message_that_says_what_to_do(graphs, tmp_path: Path) -> None:
@@ -405,8 +409,9 @@ def interaction_manager_scenario(graphs, tmp_path: Path) -> None:
         wait_until(lambda: manager.task_memory.remote.ready(), what="the task services to come back")
         turn("what did you do?", 11)
         assert not manager.task_memory.using_local
-        actions = transcript_value(lines, "retrieve_declarative_memory('sort')")
-        assert [a["action"] for a in actions] == ["grasp('apple')", "place_object('box 1')", "grasp('banana')"]
+        recalled = transcript_value(lines, "retrieve_declarative_memory('sort')")  # the node's query 'recall'
+        assert [a["action"] for a in recalled["recent_actions"]] == ["grasp('apple')", "place_object('box 1')", "grasp('banana')"]
+        assert recalled["task_state"] == {"box 1": ["apple"], "robot": ["banana"]} and recalled["source"] == "extractor"
     finally:
         household.close()  # the manager is closed with its graph
 

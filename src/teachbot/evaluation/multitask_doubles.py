@@ -7,8 +7,9 @@ offers the task memory (``begin_task``), the person's newest words and the conso
 current conversation.
 
 - With memory it calls ``begin_task(task)`` on a request and does the ``remaining`` steps of the working
-  memory the console printed; asked what is left, what it pointed at or what is in the tower, it calls
-  ``retrieve_working_memory(task)`` and answers from it.
+  memory the console printed; asked what is left it calls ``retrieve_working_memory(task)``, asked what it
+  pointed at or what is in the tower ``retrieve_declarative_memory(task)`` (the state the worker extracted
+  from the log), and answers from what it printed.
 - Without memory it looks at the task's place (``list_objects(place)``), picks the task's objects by their
   names and plans every step of the task's goals for them, skipping only what this conversation's
   transcript shows it did; asked about earlier work, it answers from this conversation's transcript or says
@@ -35,6 +36,7 @@ from teachbot.taskmemory.specs import TaskMemoryConfig, TaskSpec
 DONT_KNOW = "I do not remember that."
 NOTHING = "Nothing."
 _TASK_LINE = re.compile(r"^- ([a-z0-9_]+): (.+)$")
+_ERROR = re.compile(r"^\w*(?:Error|Exception|Interrupted)\b")
 _STOP = {"the", "a", "an", "and", "of", "to", "on", "in", "into", "at", "now", "please", "first", "then", "every", "all",
          "is", "what", "for", "you", "me", "it", "that", "this", "so", "far", "do", "left", "which", "have", "are"}
 
@@ -124,8 +126,8 @@ class CoordinatorDouble(ScriptedModel):
             return WAIT
         index, words_ = said[-1]
         after = transcript.entries[index + 1:]
-        if after and after[-1].kind == "output" and "wait_for_trigger()" in after[-1].text and "Error" in after[-1].text:
-            return WAIT  # the person interrupts: hear them
+        if after and after[-1].kind == "output" and "wait_for_trigger()" in after[-1].text and _ERROR.match(after[-1].text):
+            return WAIT  # the person interrupts (an action's error says so, not a memory quoting an old one): hear them
         if words_.rstrip().endswith("?"):
             return self.probe(words_, after, lines, memory, transcript)
         task = which_task(words_, tasks)
@@ -253,25 +255,22 @@ class CoordinatorDouble(ScriptedModel):
                 spec = self.reader.read(task, *lines[task])
                 names = self.reader.relevant(spec, names)
             return f"say({(', '.join(names) + '.' if names else NOTHING)!r})"
-        if memory and task:
-            ask = f"retrieve_working_memory({task!r})"
+        if memory and task:  # what is left: the working memory; what it did (pointed, stacked): the declarative
+            ask = f"retrieve_{'working' if 'left' in q else 'declarative'}_memory({task!r})"
             if not _typed(after, ask):
                 return ask
             state = _output_of(after, ask)
-            answer = self.answer_from_memory(question, state if isinstance(state, dict) else {})
+            state = state if isinstance(state, dict) else {}
+            answer = self.answer_from_memory(question, state) if "left" in q else answer_from_declarative(question, state)
         else:
             spec = self.reader.read(task, *lines[task]) if task else None
             answer = self.answer_from_transcript(question, transcript, spec)
         return f"say({answer!r})"
 
     def answer_from_memory(self, question: str, state: Mapping[str, Any]) -> str:
-        q = question.lower()
-        if "left" in q:
-            remaining = [str(s) for s in state.get("remaining", [])]
-            return "Still to do: " + "; ".join(remaining) + "." if remaining else NOTHING
-        kind = "stack" if "tower" in q else "point"
-        names = [name for k, name, _ in steps_of(state, "done") if k == kind]
-        return ", ".join(names) + "." if names else NOTHING
+        """What is left, from a working memory's ``remaining`` steps."""
+        remaining = [str(s) for s in state.get("remaining", [])]
+        return "Still to do: " + "; ".join(remaining) + "." if remaining else NOTHING
 
     def answer_from_transcript(self, question: str, transcript: Transcript, spec: TaskSpec | None = None) -> str:
         q = question.lower()
@@ -315,6 +314,21 @@ class CoordinatorDouble(ScriptedModel):
         if stacking and len(left) == 1 and handled:  # the tower's base stays where it is: it needs no step
             left = []
         return ", ".join(left) + "." if left else NOTHING
+
+
+def answer_from_declarative(question: str, state: Mapping[str, Any]) -> str:
+    """What was pointed at or stacked, from a declarative memory's ``pointed_at`` or ``task_state`` (the tower:
+    each cube something stands on, then what stands on it); a memory that holds no state (the worker
+    failed) leaves it not remembered."""
+    if "task_state" not in state:
+        return DONT_KNOW
+    if "pointed" in question.lower():
+        names = [str(n) for n in state.get("pointed_at") or []]
+    else:
+        where = state.get("task_state") or {}
+        names = list(dict.fromkeys(str(x) for at, on in where.items() if "cube" in str(at) and isinstance(on, list)
+                                   for n in on for x in (at, n)))
+    return ", ".join(names) + "." if names else NOTHING
 
 
 def _asked_place(question: str) -> str:

@@ -27,6 +27,7 @@ from teachbot.taskmemory.specs import Goal, ObjectInfo, TaskSpec, categories_by_
 SYNONYMS = {"mug": "cup", "block": "cube", "tumbler": "glass", "powder": "jello"}  # what a name may call a type
 ACHROMATIC = ("black", "white", "gray", "grey")
 SELECT_ASK = "Name the objects that are relevant to the given task from the following:"
+DECLARATIVE_ASK = '"environment_state"'  # the declarative prompt asks for this key (prompts/task_memory_declarative.txt)
 _TASK_HEAD = re.compile(r"^(\S+) task: (.+)$")
 _ENTRY = re.compile(r"^Log entry \d+:$")
 _STEP = re.compile(r"^(put|give|point at|stack) the (.+?)(?: into (.+)| to the person| on the tower)?$")
@@ -163,8 +164,9 @@ def _until(lines: Sequence[str], stop: Callable[[str], bool]) -> list[str]:
 class WorkerDouble(ScriptedModel):
     """The worker LLM offline: answers the selection prompt (Prompt 4) with the objects a :class:`Reader`
     reads the task to be about, and the state prompt (Prompt 5) with the steps done and to do as the task's
-    log entries show them (the last entry for where things are, the actions for what was pointed at). It
-    sees only its prompt: with no log entries it knows of nothing done."""
+    log entries show them (the last entry for where things are, the actions for what was pointed at), and the
+    declarative prompt with the environment and task state of the last entry. It sees only its prompt: with no
+    log entries it knows of nothing done."""
 
     def __init__(self, reader: Reader, slip: float = 0.0, seed: int = 0) -> None:
         super().__init__(respond=self.answer, name="worker-double")
@@ -181,11 +183,31 @@ class WorkerDouble(ScriptedModel):
             listed = prompt.split(SELECT_ASK, 1)[1].strip().splitlines()[0]
             names = [n.strip() for n in listed.split(",") if n.strip()]
             return ", ".join(self.reader.relevant(spec, names, self.seed, self.slip))
+        if DECLARATIVE_ASK in prompt:
+            return json.dumps(self.declarative(spec, prompt))
         return json.dumps(self.state(spec, prompt))
 
+    def declarative(self, spec: TaskSpec, prompt: str) -> dict[str, object]:
+        """The declarative prompt's answer: the task's objects still at its place by the last log entry, the
+        others by where they are in the order they got there, and what the actions pointed at."""
+        names = _objects(prompt)
+        place_line = re.search(r"^The task's place: (.*)$", prompt, re.M)
+        place = place_line.group(1).strip() if place_line else spec.place
+        entries, pointed = self.entries(prompt, spec.name, names)
+        arrived: dict[str, int] = {}
+        for k, entry in enumerate(entries):
+            for name, at in entry.items():
+                if k == 0 or entries[k - 1].get(name) != at:
+                    arrived[name] = k
+        where = entries[-1] if entries else {}
+        state: dict[str, list[str]] = {}
+        for name in sorted((n for n in names if where.get(n, place) != place), key=lambda n: arrived.get(n, 0)):
+            state.setdefault(where[name], []).append(name)
+        return {"environment_state": [n for n in names if where.get(n, place) == place], "task_state": state,
+                "pointed_at": pointed}
+
     def state(self, spec: TaskSpec, prompt: str) -> dict[str, object]:
-        objects = re.search(r"^The task's objects: (.*)$", prompt, re.M)
-        names = [n.strip() for n in objects.group(1).split(",")] if objects and objects.group(1) != "(none)" else []
+        names = _objects(prompt)
         entries, pointed = self.entries(prompt, spec.name, names)
         where = entries[-1] if entries else {}
         env = {n: self.reader.guess(n, where.get(n, spec.place)) for n in names}
@@ -224,6 +246,12 @@ class WorkerDouble(ScriptedModel):
                     if draw(self.seed, f"read/{task}/{name}/{k}") < self.slip and name in out[k - 1]:
                         out[k][name] = out[k - 1][name]
         return out, pointed
+
+
+def _objects(prompt: str) -> list[str]:
+    """The names of a worker prompt's 'The task's objects:' line."""
+    objects = re.search(r"^The task's objects: (.*)$", prompt, re.M)
+    return [n.strip() for n in objects.group(1).split(",")] if objects and objects.group(1) != "(none)" else []
 
 
 def steps_of(state: Mapping[str, object], key: str) -> list[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 same store opened in this process when the memory node does not answer, and the world from perception.
 
 :class:`RemoteTaskMemory` has the methods :class:`teachbot.taskmemory.ConsoleTaskMemory` calls (begin,
-log_action, working, declarative, tasks, config) over memory/begin_task, memory/log_task_action and
+log_action, working, declarative, recall, tasks, config) over memory/begin_task, memory/log_task_action and
 memory/query_task_memory; a missing or silent service is ``MemoryUnavailable``, a refused request (an
 unknown task) a ``ValueError`` with the node's message, which the console shows the coordinator.
 :class:`FallbackTaskMemory` asks the remote one first and, while it is unavailable, a local
@@ -23,6 +23,7 @@ from teachbot.interaction import MemoryUnavailable
 from teachbot.nodes.task_memory_service import (
     BEGIN_SERVICE,
     LOG_SERVICE,
+    QUERY_RECALL,
     QUERY_SERVICE,
     arguments_to_json,
     environment_to_msgs,
@@ -103,6 +104,10 @@ class RemoteTaskMemory:
     def declarative(self, task: str, limit: int = 0) -> list[dict[str, Any]]:
         return list(self._query(QueryTaskMemory.Request.QUERY_DECLARATIVE, task, limit))
 
+    def recall(self, task: str, limit: int = 0) -> dict[str, Any]:
+        """The task's declarative memory as the console's ``retrieve_declarative_memory`` answers it."""
+        return dict(self._query(QUERY_RECALL, task, limit))
+
     def tasks(self) -> list[dict[str, Any]]:
         return list(self._query(QueryTaskMemory.Request.QUERY_TASKS))
 
@@ -149,6 +154,10 @@ class FallbackTaskMemory:
 
     def declarative(self, task: str, limit: int = 0) -> list[dict[str, Any]]:
         return self._use("declarative", task, limit)
+
+    def recall(self, task: str, limit: int = 0) -> dict[str, Any]:
+        """The task's declarative memory (extracted state and newest actions), remote or local."""
+        return self._use("recall", task, limit)
 
     def tasks(self) -> list[dict[str, Any]]:
         return self._use("tasks")

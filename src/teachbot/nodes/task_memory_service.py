@@ -4,7 +4,9 @@ The memory node attaches :class:`TaskMemoryService`, which serves
 
 - ``memory/begin_task`` (BeginTask): begin a task or resume its unfinished run; its working memory;
 - ``memory/log_task_action`` (LogTaskAction): log a robot call under the current task, with the world after it;
-- ``memory/query_task_memory`` (QueryTaskMemory): the tasks begun, or a task's working or declarative memory.
+- ``memory/query_task_memory`` (QueryTaskMemory): the tasks begun, or a task's working or declarative memory
+  (``declarative``: the logged rows; ``recall``: the state extracted from them, as the console's
+  ``retrieve_declarative_memory`` answers).
 
 The world comes with each begin and log request (``TaskObject[]``: the interaction manager computes it from
 perception). The node keeps the newest one it was told (after a restart: the newest one logged) for requests
@@ -38,8 +40,9 @@ from teachbot.taskmemory.working import dumps
 BEGIN_SERVICE = "memory/begin_task"
 LOG_SERVICE = "memory/log_task_action"
 QUERY_SERVICE = "memory/query_task_memory"
+QUERY_RECALL = "recall"  # the declarative memory as retrieve_declarative_memory answers it (extracted state)
 QUERIES = (QueryTaskMemory.Request.QUERY_TASKS, QueryTaskMemory.Request.QUERY_WORKING,
-           QueryTaskMemory.Request.QUERY_DECLARATIVE)
+           QueryTaskMemory.Request.QUERY_DECLARATIVE, QUERY_RECALL)
 WORKER_ROLE = "task_memory_worker"  # the LLM role of config/llm.yaml behind working_memory: worker
 
 Environment = dict[str, ObjectInfo]
@@ -219,6 +222,10 @@ class TaskMemoryService:
         if query == QueryTaskMemory.Request.QUERY_WORKING:
             memory = self.memory.working(response.task)
             response.result, response.message = dumps(memory), f"{memory.task}: {memory.status}; {memory.task_state}"
+        elif query == QUERY_RECALL:
+            recalled = self.memory.recall(response.task, int(request.limit))
+            response.result = json.dumps(recalled, default=repr)
+            response.message = f"{response.task}: declarative memory from {recalled['source']}"
         else:
             actions = self.memory.declarative(response.task, int(request.limit))
             response.result = json.dumps(actions, default=repr)

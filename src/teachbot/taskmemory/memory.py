@@ -4,7 +4,8 @@
 or resume a task, log an action with the world after it, and answer the working and the declarative
 memory of a task. :class:`ConsoleTaskMemory` is the console's side: the robot functions
 ``begin_task(task)``, ``current_tasks()``, ``retrieve_working_memory(task)`` and
-``retrieve_declarative_memory(task)``, and a wrapper that logs every acting robot function
+``retrieve_declarative_memory(task)`` (the environment and task state extracted from the task's log, with its
+newest actions: teachbot.taskmemory.declarative), and a wrapper that logs every acting robot function
 (``task_memory.logged_functions``) with its result under the task the robot works on now.
 """
 
@@ -115,18 +116,32 @@ class TaskMemory:
     def working(self, task: str) -> WorkingMemory:
         """The working memory of ``task``; for a task with no log yet, 'not started': its objects selected
         in the world now and its state with nothing done (a step the world already shows done stays so)."""
+        return self.worker(self._known_run(task))
+
+    def _known_run(self, task: str) -> TaskRun:
+        """The run of a known task; for one with no log yet, a run of one begin record that is not logged:
+        its objects selected in the world now."""
         name = self.resolve(task, known_only=True)
         run = self.run(name)
         if not run.records:
             env = dict(self.environment())
             begun = LogRecord(BEGIN, name, time.time(), relevant=self._select(name, "", env), environment=env)
             run = TaskRun(name, run.spec, [begun], False, started=False)
-        return self.worker(run)
+        return run
 
     def declarative(self, task: str, limit: int = 0) -> list[dict[str, Any]]:
+        """The task's newest logged actions as the log holds them (the call, its result, where its objects were
+        after it): the raw rows, for the memory CLI and the node's ``declarative`` query."""
         name = self.resolve(task, known_only=True)
         run = self.run(name)
         return declarative_view(run.records, run.relevant, limit or self.config.declarative_limit)
+
+    def recall(self, task: str, limit: int = 0) -> dict[str, Any]:
+        """The task's declarative memory as ``retrieve_declarative_memory(task)`` answers it: the environment
+        state and the task state the worker extracts from the task's log (the paper's Prompt 5; the extractor's
+        reading when it is the worker), with the newest ``limit`` actions (default ``declarative_limit``)."""
+        extract = getattr(self.worker, "declarative", self.extractor.declarative)
+        return extract(self._known_run(task), limit or self.config.declarative_limit).to_console()
 
     def tasks(self) -> list[dict[str, Any]]:
         """Every task with a log, oldest first: name, status, progress, what the person asked."""
@@ -161,8 +176,8 @@ class ConsoleTaskMemory:
         def retrieve_working_memory(task: str) -> dict:
             return self.memory.working(task).to_console()
 
-        def retrieve_declarative_memory(task: str) -> list:
-            return self.memory.declarative(task)
+        def retrieve_declarative_memory(task: str) -> dict:
+            return self.memory.recall(task)
 
         return {f.__name__: f for f in (begin_task, current_tasks, retrieve_working_memory, retrieve_declarative_memory)}
 

@@ -8,7 +8,9 @@ begins (``select``) and makes its working memory from its run (``__call__``):
   state from its log entries, each an action and where the task's objects were after it (Prompt 5,
   prompts/task_memory_worker.txt). It sees nothing but those prompts. A failed call or an unreadable answer
   is counted (:class:`WorkerStats`); with ``fallback`` the extractor answers instead (counted too), without
-  it the working memory says the state could not be extracted.
+  it the working memory says the state could not be extracted. It also makes the declarative memory the
+  coordinator retrieves: the environment state and the task state extracted from the log (the paper's
+  Prompt 5 proper, prompts/task_memory_declarative.txt; teachbot.taskmemory.declarative).
 - :class:`LogExtractor`, deterministic: the task's goals (teachbot.taskmemory.specs) checked against the
   newest logged world and the pointing logged since the task began -- the judge's own definition of done,
   so it is an oracle: the labelled ablation ``memory-extractor`` of the multi-task benchmark.
@@ -16,6 +18,7 @@ begins (``select``) and makes its working memory from its run (``__call__``):
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -27,14 +30,14 @@ from teachbot.language.json_reply import read_json
 from teachbot.language.prompts import load_prompt
 from teachbot.language.reply import strip_reasoning
 from teachbot.llm.base import LLMError
+from teachbot.taskmemory.declarative import DECLARATIVE_PROMPT, FAILED, DeclarativeMemory, extract, failed, read_answer
 from teachbot.taskmemory.log import ACTION, BEGIN, RESUMED, LogRecord
 from teachbot.taskmemory.specs import ROBOT, Environment, TaskMemoryConfig, TaskSpec, at_place, steps
 
 ACTIVE, PAUSED, DONE, NOT_STARTED = "active", "paused", "done", "not started"
 WORKER_KEYS = ("task_reminders", "task_state", "done", "remaining", "task_relevant_objects")
 SELECT_PROMPT = "task_memory_select.txt"  # Prompt 4: the task's objects among those at its place
-STATE_PROMPT = "task_memory_worker.txt"  # Prompt 5: the task's state from its log entries
-FAILED = "worker-failed"  # the source of a working memory the worker could not make (no fallback)
+STATE_PROMPT = "task_memory_worker.txt"  # the working memory's state from the task's log entries
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,10 @@ class LogExtractor:
             reminders = (f"The robot holds the {held[0]}, which this task is not about: put it back first.", *reminders)
         return WorkingMemory(run.task, status, run.instruction, reminders, state, done, remaining, objects)
 
+    def declarative(self, run: TaskRun, limit: int) -> DeclarativeMemory:
+        """The run's declarative memory read from its newest logged world (with its newest ``limit`` actions)."""
+        return extract(run, limit)
+
 
 @dataclass
 class WorkerStats:
@@ -150,9 +157,11 @@ class WorkerLLM:
     object at the task's place and a failed extraction says so in the working memory."""
 
     def __init__(self, model: Any, template: str, config: TaskMemoryConfig, log: Callable[[str], None] = lambda _l: None,
-                 select_template: str | None = None, fallback: bool = True) -> None:
+                 select_template: str | None = None, fallback: bool = True, declarative_template: str | None = None) -> None:
         self.model, self.template, self.config, self.log = model, template, config, log
         self.select_template = select_template if select_template is not None else load_prompt(SELECT_PROMPT)
+        self.declarative_template = (declarative_template if declarative_template is not None
+                                     else load_prompt(DECLARATIVE_PROMPT))
         self.fallback = fallback
         self.extractor = LogExtractor(config)
         self.stats = WorkerStats()
@@ -202,6 +211,32 @@ class WorkerLLM:
         except (TypeError, ValueError) as exc:
             self._failed(f"the state answer is not usable: {exc}")
             return self._instead(run, f"the worker's answer is not usable ({exc})")
+
+    # ------------------------------------------------------------------ Prompt 5: the declarative memory
+    def declarative_prompt(self, run: TaskRun) -> str:
+        """The declarative prompt (prompts/task_memory_declarative.txt) filled from the run's log."""
+        spec = run.spec
+        return _fill(self.declarative_template, {
+            "{task}": run.task, "{specification}": spec.description if spec else run.instruction or run.task,
+            "{objects}": ", ".join(run.relevant) or "(none)", "{place}": (spec.place if spec else "") or "place it began at",
+            "{log}": log_entries(run, self.config.worker_log_lines)})
+
+    def declarative(self, run: TaskRun, limit: int) -> DeclarativeMemory:
+        """The environment state and the task state the worker extracts from the run's log, with its newest
+        ``limit`` actions. A failure is counted; the answer says it (with ``fallback`` the extractor's
+        state, labelled so, else none)."""
+        raw = self._ask(self.declarative_prompt(run))
+        why = "the worker model failed"
+        if raw is not None:
+            try:
+                return read_answer(raw, run, limit)
+            except (TypeError, ValueError) as exc:
+                self._failed(f"the declarative answer is not usable: {exc}")
+                why = f"the worker's answer is not usable ({exc})"
+        if self.fallback:
+            self.stats.fallbacks += 1
+            return dataclasses.replace(extract(run, limit), problem=f"{why}; the deterministic extractor answered instead")
+        return failed(run, limit, why)
 
     # ------------------------------------------------------------------ failures
     def _ask(self, prompt: str) -> str | None:
