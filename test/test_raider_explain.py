@@ -109,3 +109,34 @@ def test_grounding_is_scored_on_the_cases_that_need_it(cases):
 def test_warnings_corrected_count_from_the_turns():
     assert corrections([0, 1, 0, 2, 1, 0]) == (3, 2)  # the turn after the 2-warning turn drew one again
     assert corrections([1]) == (1, 0) and corrections([]) == (0, 0)
+
+
+@pytest.mark.parametrize("right", [
+    "The apple is beyond its 0.85 m reach.",
+    "The apple is 1.2 m away, the arm reaches 0.85 m.",
+    "The apple is 1.20 m from the arm's base; the robot has a reach of 0.85 m.",
+    "The apple lies 120 cm away and the arm reaches only 85 cm.",
+    "The apple is at 1.2 m, past the arm's 0.85 m reach.",
+])
+def test_the_reach_limit_worded_as_a_distance_states_out_of_reach(cases, right):
+    case = next(c for c in cases if c.id == "hh-iu1-01")  # grasp(apple) on the table's far side
+    assert reasons(right) == ["IU1"], right
+    assert explained(case, case.expected, right)
+
+
+@pytest.mark.parametrize("wrong", [
+    "The apple is 0.6 m away, the arm reaches 0.85 m.",  # a distance within the stated reach: no reach issue
+    "The apple is 0.6 m away, within its 0.85 m reach, but the plate is on top of it.",  # obstruction, not reach
+    "The apple is 1.2 m away.",  # a distance without the limit it exceeds
+    "The apple is not pickable, and the arm reaches 0.85 m.",  # a property
+])
+def test_a_distance_within_the_reach_or_another_reason_is_no_reach_explanation(cases, wrong):
+    case = next(c for c in cases if c.id == "hh-iu1-01")
+    assert "IU1" not in reasons(wrong), wrong
+    assert not explained(case, case.expected, wrong)
+
+
+def test_a_reach_in_numbers_is_a_wrong_reason_for_a_property_case(cases):
+    case = next(c for c in cases if c.issue_type == "IU5" and "plate" in c.grounding)
+    far = "The plate is 1.2 m away, the arm reaches 0.85 m."
+    assert reasons(far) == ["IU1"] and not explained(case, case.expected, far)

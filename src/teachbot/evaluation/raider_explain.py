@@ -1,15 +1,16 @@
 """Expl, scored honestly: the explanation gives the case's reason (its issue type) and the facts that decide it.
 
 The RAIDER paper counts an explanation as a success when it gives the correct issue explanation. Here an
-explanation scores when (1) the verdict is right, (2) it states the reason of the case's issue type in
-words specific to that reason (:data:`REASONS`: "out of reach" for IU1, "blocked" for IU2, "not present"
-for IU3, "already open" for IU4, "not pickable" for IU5, "the hand is full" for IU6, "could be either"
-for IA), not negated ("nothing blocks it" states no obstruction), (3) it mentions every key fact of the
-case as whole words (the objects, and the state, holder or blocker; :func:`fact_score`) and (4) it does
-not hedge over many reasons: it states at most one unfeasibility reason besides the right one. For IN it
-states no issue at all and mentions the objects. A wrong reason therefore fails whatever the objects:
-"The plate is too far away to grasp" states IU1, not IU5's wrong property. :func:`reasons` tells which
-reasons an explanation states (also what the report counts as the issue type a method gave). Pure Python.
+explanation scores when (1) the verdict is right, (2) it states the reason of the case's issue type in words
+specific to that reason (:data:`REASONS`: "out of reach" or "beyond its 0.85 m reach" for IU1, or in numbers,
+"1.2 m away, the arm reaches 0.85 m"; "blocked" for IU2, "not present" for IU3, "already open" for IU4, "not
+pickable" for IU5, "the hand is full" for IU6, "could be either" for IA), not negated ("nothing blocks it"
+states no obstruction), (3) it mentions every key fact of the case as whole words (the objects, and the state,
+holder or blocker; :func:`fact_score`) and (4) it does not hedge over many reasons: it states at most one
+unfeasibility reason besides the right one. For IN it states no issue at all and mentions the objects. A wrong
+reason therefore fails whatever the objects: "The plate is too far away to grasp" states IU1, not IU5's wrong
+property. :func:`reasons` tells which reasons an explanation states (also what the report counts as the issue
+type a method gave). Pure Python.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import re
 
 from teachbot.evaluation.raider_cases import RaiderCase, fact_score
 
-_REACH = r"(?:the )?(?:(?:robot|arm)(?:'s)? )?(?:reach|workspace)"
+_LENGTH = r"\d+(?:\.\d+)? ?(?:m|cm|metres?|meters?)"
+# "the arm's reach", "its reach", "its 0.85 m reach", "the robot's 85 cm workspace"
+_REACH = rf"(?:(?:the|its) )?(?:(?:robot|arm)(?:'s)? )?(?:{_LENGTH} )?(?:reach|workspace)"
+# the reach limit given as a length: "reaches (only) 0.85 m", "a reach of 0.85 m", "its 0.85 m reach"
+_REACH_LIMIT = (r"\breach(?:es)?(?: only| at most| up to)? (\d+(?:\.\d+)?) ?(m|cm|metres?|meters?)\b",
+                r"\breach (?:is|of)(?: only| at most)? (\d+(?:\.\d+)?) ?(m|cm|metres?|meters?)\b",
+                r"\b(\d+(?:\.\d+)?) ?(m|cm|metres?|meters?) (?:of )?reach\b")
+# how far the thing is: "1.2 m away", "1.20 m from the arm's base", "at 1.2 m"
+_DISTANCE = (r"\b(\d+(?:\.\d+)?) ?(m|cm|metres?|meters?) (?:away|from)\b", r"\bat (\d+(?:\.\d+)?) ?(m|cm|metres?|meters?)\b")
 # Per issue type: (pattern, the pattern states the reason even after a negation word[, weak]). Patterns are matched
 # on the lower-cased explanation; a match with "no", "not", "nothing", "without", "never" or "n't" shortly before
 # it, in the same clause, is negated and states nothing (unless the pattern is itself a negative statement). A weak
@@ -80,12 +89,31 @@ def _states(text: str, pattern: str, negative: bool) -> bool:
     return False
 
 
+def _metres(value: str, unit: str) -> float:
+    return float(value) / (100.0 if unit == "cm" else 1.0)
+
+
+def beyond_stated_reach(explanation: str) -> bool:
+    """The explanation gives the reach limit as a length and the thing as farther than that: "1.2 m away, the arm
+    reaches 0.85 m" (IU1 in numbers); a distance within the stated reach ("0.6 m away, within its 0.85 m reach")
+    states no reach issue."""
+    text = " ".join(explanation.lower().split())
+    limits = [_metres(*m.groups()) for p in _REACH_LIMIT for m in re.finditer(p, text)]
+    if not limits:
+        return False
+    limit_spans = {m.span() for p in _REACH_LIMIT for m in re.finditer(p, text)}
+    distances = [_metres(*m.groups()) for p in _DISTANCE for m in re.finditer(p, text) if m.span() not in limit_spans]
+    return any(d > max(limits) for d in distances)
+
+
 def reasons(explanation: str, strong: bool = False) -> list[str]:
     """The issue types whose reason ``explanation`` states (IA and IU1..IU6, in that order; none for a plain 'no
-    issue'); with ``strong``, by the patterns that claim an issue only, not the weak ones that describe the scene."""
+    issue'); with ``strong``, by the patterns that claim an issue only, not the weak ones that describe the scene.
+    IU1 is also stated in numbers: a distance beyond the reach limit the explanation gives (:func:`beyond_stated_reach`)."""
     text = " ".join(explanation.lower().split())
     return [kind for kind, patterns in REASONS.items()
-            if any(_states(text, p[0], p[1]) for p in patterns if not (strong and len(p) > 2 and p[2]))]
+            if any(_states(text, p[0], p[1]) for p in patterns if not (strong and len(p) > 2 and p[2]))
+            or (kind == "IU1" and beyond_stated_reach(text))]
 
 
 def states_reason(case: RaiderCase, explanation: str) -> bool:
