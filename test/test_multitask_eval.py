@@ -88,12 +88,12 @@ def world():
         yield w
 
 
-def doubles(slip: float = 0.0, seed: int = 0) -> MultitaskModels:
+def doubles(slip: float = 0.0, seed: int = 0, wrong_object: float = 0.0) -> MultitaskModels:
     from teachbot.evaluation.multitask_world import multitask_catalog
 
     catalog, config, places = multitask_catalog(), TaskMemoryConfig.load(), HouseholdLayout.load().names()
     worker = WorkerDouble(Reader.of(catalog, config.categories, places), slip, seed)
-    return MultitaskModels(CoordinatorDouble(catalog, config, places, slip, seed), worker)
+    return MultitaskModels(CoordinatorDouble(catalog, config, places, slip, seed, wrong_object), worker)
 
 
 @pytest.fixture(scope="module")
@@ -347,3 +347,19 @@ def test_the_pointing_is_recalled_from_the_declarative_memory_and_a_failed_extra
     assert row["worker"]["failures"] >= 1 and row["worker"]["fallbacks"] == 0
     assert any("not in the world: ['unicorn']" in p for p in row["worker"]["problems"])
     assert "the state could not be extracted from the log" in row["transcript"]
+
+
+def test_the_wrong_object_slip_is_seeded_the_same_for_every_method_and_fails_the_task(world, tmp_path: Path) -> None:
+    import re
+
+    wrong = {}
+    for method in ("memory", "memory-extractor", "no-memory"):
+        row = run_case(world, method, "standalone", ("jello",), CONFIG, doubles(seed=3, wrong_object=0.5), tmp_path / method,
+                       protocol="pairs")
+        grasped = re.findall(r">>> grasp\('([^']+)'\)", row["transcript"])
+        wrong[method] = [n for n in grasped if n not in ("jello", "dessert bowl", "banana")]
+        assert not row["success"] and all(n in ("food can", "apple", "soft pear") for n in wrong[method]), row["transcript"]
+        assert "list_objects('sink')" in row["transcript"]  # the wrong thing is one it saw there
+    assert wrong["memory"] == wrong["memory-extractor"] == wrong["no-memory"] and wrong["memory"]  # the same draws
+    clean = run_case(world, "memory", "standalone", ("jello",), CONFIG, doubles(seed=3), tmp_path / "clean", protocol="pairs")
+    assert clean["success"] and "list_objects('sink')" not in clean["transcript"]  # with memory it never needed to look

@@ -2,6 +2,7 @@
 
     teachbot eval multitask --out DIR                                   # the paper's intervened protocol, memory vs no-memory, doubles
     teachbot eval multitask --methods memory,memory-extractor,no-memory --trials 5 --slip 0.05 --out DIR
+    teachbot eval multitask --methods memory,memory-extractor,no-memory --trials 5 --wrong-object 0.1 --out DIR
     teachbot eval multitask --modes standalone,consecutive,intervened --out DIR   # the paper's Tables II, III and IV
     teachbot eval multitask --protocol pairs --modes intervened --tasks sort --methods memory --out DIR   # the pairs deviation
     teachbot eval multitask --models config --llm-base-url http://127.0.0.1:8000/v1 --llm-model NAME --out DIR
@@ -52,6 +53,10 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="the run's seed (each case's and trial's seed is drawn from it)")
     p.add_argument("--slip", type=float, default=0.0,
                    help="offline doubles only: the chance that one decision of a stand-in goes wrong (default 0)")
+    p.add_argument("--wrong-object", type=float, default=0.0, metavar="P",
+                   help="offline doubles only: the seeded chance that the coordinator double grasps or points at a "
+                        "thing at the task's place that the task is not about instead of the one it meant; the same "
+                        "draws for every method (default 0)")
     p.add_argument("--worker-fallback", choices=("none", "extractor"), default="none",
                    help="what answers when the worker fails: none (the paper; counted) or the extractor (counted)")
     p.add_argument("--out", required=True, help="output directory (a new one, or the same run's to resume)")
@@ -76,9 +81,11 @@ def models(args: argparse.Namespace) -> Any:
 
         catalog, config, places = multitask_catalog(), TaskMemoryConfig.load(), HouseholdLayout.load().names()
         worker = WorkerDouble(Reader.of(catalog, config.categories, places), args.slip)
-        return MultitaskModels(CoordinatorDouble(catalog, config, places, args.slip), worker, fallback=fallback)
-    if args.slip:
-        raise ConfigError("--slip sets the offline doubles' imperfection; a model has its own")
+        coordinator = CoordinatorDouble(catalog, config, places, args.slip, wrong_object=args.wrong_object)
+        label = f"doubles (slip {args.slip:g}, wrong object {args.wrong_object:g})" if args.slip or args.wrong_object else "doubles"
+        return MultitaskModels(coordinator, worker, label, fallback=fallback)
+    if args.slip or args.wrong_object:
+        raise ConfigError("--slip and --wrong-object set the offline doubles' imperfection; a model has its own")
     from teachbot.llm.factory import model_from_config  # deferred: loaded when the command runs
 
     raw, label = checked_llm_config(args, ROLES)
@@ -102,8 +109,9 @@ def run(args: argparse.Namespace) -> int:
     unknown = [t for t in tasks if t not in config.tasks]
     if unknown:
         raise ConfigError(f"unknown tasks {unknown}; use some of {', '.join(config.tasks)}")
-    if args.trials < 1 or not 0.0 <= args.slip < 1.0:
-        raise ConfigError(f"--trials must be 1 or more and --slip in [0, 1), got {args.trials} and {args.slip}")
+    if args.trials < 1 or not 0.0 <= args.slip < 1.0 or not 0.0 <= args.wrong_object < 1.0:
+        raise ConfigError(f"--trials must be 1 or more, --slip and --wrong-object in [0, 1), got {args.trials}, "
+                          f"{args.slip} and {args.wrong_object}")
     chosen = models(args)
     show = (lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else (lambda _line: None)
     results = run_multitask(Path(args.out), chosen, methods=methods, modes=modes, tasks=tasks, config=config,

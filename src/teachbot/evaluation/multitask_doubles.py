@@ -17,7 +17,13 @@ current conversation.
 - Either way, asked what is in a container or what the person holds, it looks (``list_objects(there)``).
 
 Its imperfection is the seeded ``slip`` of teachbot.evaluation.multitask_reading (a step forgotten, an
-object judged wrongly relevant), the same for every method; it is never made to fail on purpose.
+object judged wrongly relevant), the same for every method; it is never made to fail on purpose. A second
+seeded parameter, ``wrong_object``, is the paper's commonest coordinator error (pointing at an object that
+is neither yellow nor red, a non-fruit put in the bowl, the wrong thing given): the chance that a grasp or
+a pointing meant for one object goes to a thing at the task's place that the task is not about, as its
+last look there (``list_objects(place)``, which it makes for this when it has not looked yet) listed it.
+The draw depends on the case's seed, the task and the object meant only, so every method meets the same
+slips; each happens at most once per object in a conversation.
 """
 
 from __future__ import annotations
@@ -98,7 +104,7 @@ class CoordinatorDouble(ScriptedModel):
     ``slip`` and ``seed`` its imperfection."""
 
     def __init__(self, catalog: Any, config: TaskMemoryConfig | None = None, places: Sequence[str] = (),
-                 slip: float = 0.0, seed: int = 0) -> None:
+                 slip: float = 0.0, seed: int = 0, wrong_object: float = 0.0) -> None:
         super().__init__(respond=self.answer, name="coordinator-double")
         config = config or TaskMemoryConfig.load()
         if not places:
@@ -106,13 +112,13 @@ class CoordinatorDouble(ScriptedModel):
 
             places = HouseholdLayout.load().names()
         self.reader = Reader.of(catalog, config.categories, places)
-        self.slip, self.seed = slip, seed
+        self.slip, self.seed, self.wrong_object = slip, seed, wrong_object
 
     def reseeded(self, seed: int) -> CoordinatorDouble:
         """The same double with another seed (one case of one trial)."""
         other = CoordinatorDouble.__new__(CoordinatorDouble)
         ScriptedModel.__init__(other, respond=other.answer, name="coordinator-double")
-        other.reader, other.slip, other.seed = self.reader, self.slip, seed
+        other.reader, other.slip, other.seed, other.wrong_object = self.reader, self.slip, seed, self.wrong_object
         return other
 
     # ------------------------------------------------------------------ reading the prompt
@@ -155,7 +161,44 @@ class CoordinatorDouble(ScriptedModel):
             names = self.reader.relevant(spec, names if isinstance(names, list) else [], self.seed, self.slip)
             before = Transcript(list(transcript.entries[: len(transcript.entries) - len(recent)]))
             plan = self.plan_from_spec(spec, names, self.handled(before))  # what it did before this look is skipped
-        return _next_step(plan, recent, anchor)
+        instead = self.wrong_objects(spec, plan, transcript, recent, anchor)
+        step = _next_step(plan, recent, anchor, instead)
+        if step in instead:
+            return instead[step] or f"list_objects({spec.place!r})"
+        return step
+
+    def wrong_objects(self, spec: TaskSpec, plan: Sequence[str], transcript: Transcript, recent: Sequence[Any],
+                      anchor: str) -> dict[str, str]:
+        """The plan's grasps and pointings the seeded ``wrong_object`` slip hits -> the statement typed instead,
+        on a thing at the task's place that the task is not about (by its last look there; '' when it has not
+        looked there yet), unless that slip happened before this plan began."""
+        if not self.wrong_object:
+            return {}
+        entries = transcript.entries
+        start = len(entries) - len(recent) + next(i for i, e in enumerate(recent) if e.kind == "code" and e.text == anchor)
+        look = f"list_objects({spec.place!r})"
+        seen = _last_output(entries, look)
+        names = [str(n) for n in seen] if isinstance(seen, list) else []
+        mine = set(self.reader.relevant(spec, names)) | {g.target for g in spec.goals}
+        candidates = sorted(n for n in names if n not in mine)
+        out: dict[str, str] = {}
+        for step in plan:
+            call = _call(step)
+            if call is None or call[0] not in ("grasp", "point_at") or not call[1]:
+                continue
+            meant = str(call[1][0])
+            if draw(self.seed, f"wrong/{spec.name}/{meant}") >= self.wrong_object:
+                continue
+            if not names:
+                if not _typed(entries, look):
+                    out[step] = ""  # look first
+                continue
+            if candidates:
+                wrong = candidates[int(draw(self.seed, f"which/{spec.name}/{meant}") * len(candidates))]
+                substitute = f"{call[0]}({wrong!r})"
+                if not _typed(entries[:start], substitute):
+                    out[step] = substitute
+        return out
 
     def seen_at(self, name: str, transcript: Transcript, otherwise: str) -> str:
         """Where the transcript last showed ``name`` standing: a working memory's objects, or a listing by
@@ -358,6 +401,14 @@ def _typed(entries: Sequence[Any], prefix: str) -> bool:
     return any(e.kind == "code" and e.text.startswith(prefix) for e in entries)
 
 
+def _last_output(entries: Sequence[Any], statement: str) -> Any:
+    """What the newest typing of ``statement`` printed (None when it was never typed or printed nothing)."""
+    for i in range(len(entries) - 2, -1, -1):
+        if entries[i].kind == "code" and entries[i].text == statement and entries[i + 1].kind == "output":
+            return literal(entries[i + 1].text)
+    return None
+
+
 def _output_of(entries: Sequence[Any], statement: str) -> Any:
     for i, e in enumerate(entries):
         if e.kind == "code" and e.text == statement and i + 1 < len(entries) and entries[i + 1].kind == "output":
@@ -365,15 +416,17 @@ def _output_of(entries: Sequence[Any], statement: str) -> Any:
     return None
 
 
-def _next_step(plan: Sequence[str], entries: Sequence[Any], anchor: str) -> str:
+def _next_step(plan: Sequence[str], entries: Sequence[Any], anchor: str, instead: Mapping[str, str] | None = None) -> str:
     """The plan's next statement: the plan advances over each of its statements typed after ``anchor`` (a
-    failed one too: it is not tried again), except one that failed because the hand was full (tried again
-    after the hand is emptied); statements outside the plan (putting something down) do not move it."""
+    failed one too: it is not tried again), or the statement typed ``instead`` of it, except one that failed
+    because the hand was full (tried again after the hand is emptied); statements outside the plan (putting
+    something down) do not move it."""
     start = next(i for i, e in enumerate(entries) if e.kind == "code" and e.text == anchor)
+    instead = instead or {}
     pointer = 0
     for i in range(start + 1, len(entries)):
         entry = entries[i]
-        if entry.kind != "code" or pointer >= len(plan) or entry.text != plan[pointer]:
+        if entry.kind != "code" or pointer >= len(plan) or entry.text not in (plan[pointer], instead.get(plan[pointer]) or None):
             continue
         output = entries[i + 1].text if i + 1 < len(entries) and entries[i + 1].kind == "output" else ""
         if "already holds" not in output:
