@@ -2,9 +2,9 @@
 
 The checker (teachbot.evaluation.raider_groundtruth) sets up the case's scene in the simulated world and
 attempts the action through the real skills; the case agrees when the action fails for the case's reason (or
-succeeds, for IN; each candidate succeeds, for IA). A seeded sample runs in ``make test``; every case runs in
-``make test-slow``. The cases the simulator disagrees with are listed here with why, so a new disagreement (or
-a fixed one) fails the test.
+succeeds, for IN; each candidate succeeds, for IA). A seeded sample and the cases the simulator once disagreed with
+run in ``make test``; every case runs in ``make test-slow``. Every case must agree: there is no list of allowed
+disagreements (a case the simulator contradicts is fixed, or the skill that silently did it is).
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ import pytest
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_groundtruth import reason_of, sim_verdict
 
-# case -> why the simulator disagrees (neither the case nor the simulator is changed here: see the issue's report)
-DISAGREES = {
-    "hh-iu1-03": "slice(bread) succeeds: the simulated knife reaches the bread the case calls out of reach",
-    "tt-iu2-03": "pick(red block) succeeds: the simulated gripper takes a block the case calls too close to another",
-    "tt-iu2-04": "put_first_on_second(red block, green block) returns success without its effect (the red block ends on "
-                 "the blue block on top): the skill does not report the obstruction",
+# the three cases the simulator contradicted before issue 28's item 1, and what it shows now
+ONCE_DISAGREED = {
+    "hh-iu1-03": ("IU1", "cannot reach"),  # the bread was at the workbench's side, which the skill steps along to reach
+    "tt-iu2-03": ("IU2", "no room for the gripper's fingers"),  # the pick pushed the one neighbour 3 cm aside
+    "tt-iu2-04": ("IU2", "'blue block' rests on it"),  # the red block went on the blue block on top, reported as success
 }
 SAMPLE = 30
 
@@ -47,14 +46,20 @@ def test_a_seeded_sample_of_cases_agrees_with_the_simulator(worlds):
     cases = load_cases()
     sample = random.Random(28).sample(cases, SAMPLE)
     assert len({c.issue_type for c in sample}) == 8  # every type in the sample
-    found = disagreements(sample, worlds)
-    assert set(found) == {c.id for c in sample} & set(DISAGREES), found
+    assert disagreements(sample, worlds) == {}
+
+
+def test_the_cases_the_simulator_once_contradicted_agree_for_their_reason(worlds):
+    cases = {c.id: c for c in load_cases()}
+    for case_id, (shown, words) in ONCE_DISAGREED.items():
+        verdict = sim_verdict(cases[case_id], worlds)
+        assert verdict.agrees and verdict.shown == shown, verdict
+        assert words in verdict.why, verdict.why
 
 
 @pytest.mark.slow
-def test_every_case_agrees_with_the_simulator_but_the_listed_ones(worlds):
-    found = disagreements(load_cases(), worlds)
-    assert set(found) == set(DISAGREES), found
+def test_every_case_agrees_with_the_simulator(worlds):
+    assert disagreements(load_cases(), worlds) == {}
 
 
 def test_a_wrong_verdict_is_caught_by_the_simulator(worlds):

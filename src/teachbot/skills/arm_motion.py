@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -115,12 +115,13 @@ class ArmMotion:
                 return current
         raise MotionTimeoutError("the gripper did not stop moving; check the gripper driver, then retry")
 
-    def _reachable_yaw(self, yaw: float, points: list[np.ndarray], period: float = math.pi / 2) -> float:
+    def _reachable_yaw(self, yaw: float, points: list[np.ndarray], period: float = math.pi / 2,
+                       candidates: Sequence[float] | None = None) -> float:
         """``yaw`` or the same grasp turned by ``period`` (a quarter turn for a cube, a half turn for an
         elongated thing) for which every point has an IK solution; close to the robot's base only some
-        hand orientations are within the joint limits."""
+        hand orientations are within the joint limits. ``candidates``: the yaws to try instead, in order."""
         error: Exception | None = None
-        for candidate in (yaw, yaw + period, yaw - period):
+        for candidate in (yaw, yaw + period, yaw - period) if candidates is None else candidates:
             seed = self.arm.joint_positions()
             try:
                 for point in points:

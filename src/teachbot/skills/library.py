@@ -28,6 +28,7 @@ from teachbot.errors import (
 )
 from teachbot.robot_profile import RobotProfile
 from teachbot.skills.arm_motion import ArmMotion
+from teachbot.skills.clearance import closing_axis, finger_blockers
 from teachbot.skills.interfaces import ArmInterface, CancelToken, ObjectInfo, ObjectSource
 from teachbot.skills.kinematics import KinematicsModel
 from teachbot.skills.motion import SafetyLimits
@@ -168,11 +169,7 @@ class SkillLibrary(ArmMotion):
         if self.held:
             raise AlreadyHoldingError(f"already holding {self.held!r}; place it or open the gripper first")
         self.safety.check_point(obj.position, f"{obj.name!r} at")
-        above_it = self._resting_on(obj)
-        if above_it:
-            raise GraspFailedError(
-                f"cannot pick {obj.name!r}: {', '.join(repr(n) for n in above_it)} rests on it; move that first"
-            )
+        self._free_top(obj, f"cannot pick {obj.name!r}")
         grasp = obj.position.copy()
         # the palm stays above a tall object's top and the fingertips above the surface under a flat one
         top, bottom = obj.position[2] + obj.size[2] / 2, obj.position[2] - obj.size[2] / 2
@@ -182,7 +179,7 @@ class SkillLibrary(ArmMotion):
         above = grasp + [0, 0, approach]
         lift = np.array([grasp[0], grasp[1], max(self.transport_z, grasp[2] + approach)])
         yaw, period = _grasp_yaw(obj)
-        yaw = self._reachable_yaw(yaw, [above, grasp, lift], period)
+        yaw = self._reachable_yaw(yaw, [above, grasp, lift], period, self._clear_yaws(obj, grasp[2], yaw, period, p["gripper_width"]))
         self._stage("open", 0.05)
         self._gripper(p["gripper_width"])
         self._stage("approach", 0.15)
@@ -254,9 +251,11 @@ class SkillLibrary(ArmMotion):
         A target that cannot be placed on (unknown, the object itself, a point outside the workspace) fails
         before anything moves: the object is never picked only to be put back."""
         if target_name:
-            self._object(target_name)  # fail on a bad target before moving anything
+            target = self._object(target_name)  # fail on a bad target before moving anything
             if target_name == object_name:
                 raise PlaceFailedError(f"cannot put {object_name!r} on itself; name a different target")
+            if target.category == "block":
+                self._free_top(target, f"cannot put {object_name!r} on {target_name!r}", PlaceFailedError)
         else:
             if target_point is None or len(target_point) < 2:
                 raise InvalidArgumentError("place needs a target name or an [x, y] point")
@@ -376,6 +375,8 @@ class SkillLibrary(ArmMotion):
             if target_name == held.name:
                 raise PlaceFailedError(f"cannot put {held.name!r} on itself; name a different target")
             target = self._object(target_name)
+            if target.category == "block":  # on a block: on its own top, not on whatever already rests there
+                self._free_top(target, f"cannot put {held.name!r} on {target.name!r}", PlaceFailedError)
             xy = target.position[:2] + offset
             if target.category == "bowl":
                 floor = target.position[2] + BOWL_FLOOR
@@ -390,6 +391,36 @@ class SkillLibrary(ArmMotion):
         xy = np.asarray(point[:2], float) + offset
         floor = self.floor_z
         return xy, self._support_top(xy, held, floor) + half, f"({xy[0]:.3f}, {xy[1]:.3f})", sk.place_tolerance, floor + half
+
+    def _free_top(self, obj: ObjectInfo, what: str, error: type[TeachbotError] = GraspFailedError) -> None:
+        """Raise ``error`` ('<what>: 'X' rests on it; move that first') when a block lies on ``obj``."""
+        above_it = self._resting_on(obj)
+        if above_it:
+            raise error(f"{what}: {', '.join(repr(n) for n in above_it)} rests on it; move that first")
+
+    def _clear_yaws(self, obj: ObjectInfo, grasp_z: float, yaw: float, period: float, opening: float) -> list[float]:
+        """The hand yaws (``yaw``, then turned by ``period`` either way) at which the open fingers come down beside
+        ``obj`` on nothing else; a GraspFailedError naming what is in the way when there is none."""
+        others = [o for o in self.source.objects().values() if o.name not in (obj.name, self.held)]
+        blocked: dict[str, None] = {}
+        clear = []
+        for candidate in (yaw, yaw + period, yaw - period):
+            axis = closing_axis(self.kin.grasp_orientation(candidate))
+            names = finger_blockers(obj, others, grasp_z, axis, opening, FINGERTIP_DEPTH)
+            blocked.update(dict.fromkeys(names))
+            if not names:
+                clear.append(candidate)
+        if not clear:
+            gaps = ", ".join(f"{n!r} {100 * self._gap(obj, n):.1f} cm from it" for n in blocked)
+            raise GraspFailedError(f"cannot pick {obj.name!r}: no room for the gripper's fingers beside it, {gaps}, "
+                                   f"{'is' if len(blocked) == 1 else 'are'} in the way on every side the fingers could go; move that first")
+        return clear
+
+    def _gap(self, obj: ObjectInfo, name: str) -> float:
+        """Horizontal distance between the sides of ``obj`` and ``name``'s boxes (0 when they touch)."""
+        other = self.source.objects()[name]
+        d = np.abs(other.position[:2] - obj.position[:2]) - (np.asarray(other.size[:2]) + np.asarray(obj.size[:2])) / 2
+        return float(np.linalg.norm(np.maximum(d, 0.0)))
 
     def _resting_on(self, obj: ObjectInfo) -> list[str]:
         """Names of the objects lying on ``obj`` (from positions: the object list of a perception
