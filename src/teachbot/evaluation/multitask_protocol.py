@@ -20,7 +20,8 @@ Interruptions are enforced (:class:`SkillRecorder`): at the interruption point t
 fails with "the person is talking to you"; from then until the person asks to go on with the task, any
 action touching its objects is refused and counted as a violation of it. Putting down what the hand held
 at the interruption, where it was taken from or on a place's surface (not into or onto another object), is
-allowed: the robot stops with its hand empty.
+allowed: the robot stops with its hand empty. On the robot the same interruption is the spoken stop of
+teachbot.interaction.spoken_stop (the goals in flight cancelled, robot calls refused until the person is heard).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachbot.evaluation.multitask_judge import Probe, TaskObjects
+from teachbot.interaction.spoken_stop import INTERRUPTED
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.skills.household_signatures import HOUSEHOLD_TARGETS
 
@@ -38,7 +40,7 @@ PROTOCOLS = ("paper", "pairs")
 MODES = ("standalone", "consecutive", "intervened")
 REQUESTS = ("start", "switch", "resume")  # lines that ask for a task
 PROBES = ("environment", "task")
-INTERRUPT = "the person is talking to you: stop and call wait_for_trigger() to hear them"
+INTERRUPT = INTERRUPTED  # the same words as the robot's spoken stop (teachbot.interaction.spoken_stop)
 STOPPED = "the person stopped the {task} task: do nothing more of it until they ask you to go on with it"
 
 

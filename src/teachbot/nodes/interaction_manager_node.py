@@ -1,6 +1,7 @@
 """ROS 2 node ``interaction_manager``: the console (teachbot.interaction) with the robot API proxied to the other nodes.
 
-In:  dialog/user (DialogTurn), the object list topic of config/interaction.yaml (perception/objects),
+In:  dialog/user (DialogTurn; a stop word while the arm moves cancels its goals: interaction.spoken_stop), the
+     object list topic of config/interaction.yaml (perception/objects),
      improvement/completions (for the episode's token and cost account), the emergency stop (std_msgs/Bool:
      true cancels the goals in flight and refuses robot calls until false).
 Out: dialog/robot (DialogTurn), interaction/transcript (TranscriptUpdate, every statement and result),
@@ -54,6 +55,7 @@ from teachbot.interaction import (
     render_example,
 )
 from teachbot.interaction.knowledge import ConsoleKnowledge, FallbackKnowledge, Found, LocalKnowledge
+from teachbot.interaction.spoken_stop import STOP_WORDS, SpokenStop, StoppableSkills
 from teachbot.knowledge import KnowledgeRetriever, KnowledgeStore
 from teachbot.knowledge.correction import CorrectionConfig, CorrectionHandler
 from teachbot.knowledge.object_crop import knowledge_settings
@@ -140,16 +142,17 @@ class InteractionManagerNode(Node):
         robot = RobotProfile.load(str(cfg.get("robot_profile", "household_sim" if api.profile == "household" else "panda_sim")))
         self.estop = EmergencyStop(str(cfg.get("emergency_stop_topic") or robot.topics["emergency_stop"]))
         self.create_subscription(Bool, self.estop.topic, self.on_emergency_stop, COMMAND_QOS)
+        self.spoken_stop = SpokenStop(cfg.get("spoken_stop_words") or STOP_WORDS)  # words that halt the arm while it moves
         if api.profile == "household":
             self.skills = SkillClient(self, profile=robot)
             self.create_subscription(ThingStates, str(cfg.get("states_topic", "/sim/states")), self.on_states, LATCHED_QOS)
-            implementations = HouseholdRobot(_TimedSkills(self.skills, self.skill_timeout, self.estop),
+            implementations = HouseholdRobot(StoppableSkills(self.skills, self.skill_timeout, self.estop, self.spoken_stop),
                                              lambda: list(self._current_objects()),
                                              lambda: dict(self._states), self.dialog, where=lambda: dict(self._places)).functions()
         else:
             self.skills = SkillClient(self)
-            implementations = TabletopRobot(_TimedSkills(self.skills, self.skill_timeout, self.estop), self._current_objects,
-                                            self.dialog).functions()
+            implementations = TabletopRobot(StoppableSkills(self.skills, self.skill_timeout, self.estop, self.spoken_stop),
+                                            self._current_objects, self.dialog).functions()
         self.watchdog = StackWatchdog(self, lambda: sorted({h.name for h in self.skills.in_flight()}), self.on_node_left,
                                       names=cfg.get("watch_nodes", WATCHED))
         # check_action() and the guard before physical functions: the issue_detection node (config/raider.yaml)
@@ -161,6 +164,7 @@ class InteractionManagerNode(Node):
         self.task_memory: Any = None
         if api.profile == "household":
             implementations = self._task_memory(cfg, implementations)
+        implementations = self.spoken_stop.wrap(implementations)  # hearing the person lifts a spoken stop
         self.improve_client = self.create_client(Improve, "improvement/improve")
         self.retrieve_client = self.create_client(RetrieveExamples, "memory/retrieve")
         llm_raw = llm_settings(**{key: str(self.get_parameter(key).value) for key in LLM_PARAMETERS})
@@ -331,6 +335,10 @@ class InteractionManagerNode(Node):
         if self.skills.waiting_on("handover_object_to_human", "handover"):
             self.get_logger().info("the person spoke during a handover: letting go")
             self.skills.release_handover_async()
+        elif self.spoken_stop.heard(msg.text, bool(self.skills.in_flight())):  # "stop!" while the arm moves
+            self.get_logger().warning(f"the person said {msg.text!r} while the robot moved: cancelling the goals in flight")
+            threading.Thread(target=self._cancel_goals, args=("spoken stop", self.spoken_stop.fault), daemon=True,
+                             name="spoken-stop-cancel").start()
         _kind, question = turn_question(msg.type)  # a page's button names the question it answers
         self.dialog.put_user(msg.text, answers=question if msg.type == answer_type(question) else "")
 
@@ -564,17 +572,6 @@ class _LocalKnowledgeBase:
 
     def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
         return self._open().find(task, object_name, kind, skill)
-
-
-class _TimedSkills:
-    """The SkillClient with the configured per-call timeout, refusing every call while the emergency stop is engaged."""
-
-    def __init__(self, client: SkillClient, timeout: float, stop: EmergencyStop) -> None:
-        self.client, self.timeout, self.stop = client, timeout, stop
-
-    def call(self, name: str, timeout: float = 0.0, **fields: Any) -> Any:
-        self.stop.check(name)
-        return self.client.call(name, timeout=timeout or self.timeout, **fields)
 
 
 def main(args: list[str] | None = None) -> int:
