@@ -51,7 +51,7 @@ def knowledge(tmp_path: Path, minilm):
     logs: list[str] = []
     declared = SkillParameters.load("tabletop").declared
     console = ConsoleKnowledge(LocalKnowledge(retriever, lambda name: descriptor.embed(images[name]) if name in images else None),
-                               declared, logs.append)
+                               declared, logs.append, inject=True)  # the labelled option: learned parameters applied silently
     return console, store, logs
 
 
@@ -162,7 +162,7 @@ def test_place_parameters_follow_the_object_in_the_hand(tmp_path: Path, minilm) 
                              object="red mug", skill="place_object", scope="object", parameters={"place_offset_across": 0.03},
                              image_embedding=looks["red mug"], image_model=descriptor.name))
     console = ConsoleKnowledge(LocalKnowledge(KnowledgeRetriever(store, minilm, descriptor), looks.get),
-                               SkillParameters.load("household").declared)
+                               SkillParameters.load("household").declared, inject=True)
     calls: list[tuple[str, dict]] = []
     functions = console.wrap({"grasp": lambda object_name, **p: calls.append(("grasp", p)) or "success",
                               "place_object": lambda location, **p: calls.append((location, p)) or "success"})
@@ -173,3 +173,21 @@ def test_place_parameters_follow_the_object_in_the_hand(tmp_path: Path, minilm) 
     functions["place_object"]("table")  # a glass, which looks different: the same location, not the same knowledge
     assert calls == [("grasp", {}), ("table", {"place_offset_across": 0.03}), ("grasp", {}), ("table", {})]
     assert list(console.applied) == [("place_object", "red mug", {"place_offset_across": 0.03})]
+
+
+def test_silent_injection_is_a_labelled_option_off_by_default(tmp_path: Path, minilm) -> None:
+    from teachbot.interaction.knowledge import inject_configured
+
+    assert inject_configured() is False  # config/knowledge.yaml: the model writes learned values itself
+    store = KnowledgeStore(tmp_path / "k")
+    store.add(KnowledgeEntry(kind="skill_parameter", text="Grasp the red block higher.", task="stack the red block",
+                             object="red block", skill="put_first_on_second", scope="object", parameters={"grasp_height_offset": 0.02}))
+    calls: list[dict] = []
+    functions = {"put_first_on_second": lambda a, b, **p: calls.append(p) or "success"}
+    quiet = ConsoleKnowledge(LocalKnowledge(KnowledgeRetriever(store, minilm)), SkillParameters.load("tabletop").declared)
+    assert "grasp_height_offset=0.02" in quiet.block(["stack the red block on the blue block"], ["red block", "blue block"])  # shown
+    quiet.wrap(functions)["put_first_on_second"]("red block", "blue block")
+    loud = ConsoleKnowledge(LocalKnowledge(KnowledgeRetriever(store, minilm)), SkillParameters.load("tabletop").declared, inject=True)
+    loud.block(["stack the red block on the blue block"], ["red block", "blue block"])
+    loud.wrap(functions)["put_first_on_second"]("red block", "blue block")
+    assert calls == [{}, {"grasp_height_offset": 0.02}] and list(quiet.applied) == []

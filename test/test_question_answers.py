@@ -188,7 +188,7 @@ def test_the_question_shows_the_learned_parameters_and_the_zone_sees_them(tmp_pa
     call = "put_first_on_second('red block', 'edge bowl')"
     model = ScriptedModel([call, "wait_for_trigger()"])
     config = CoreConfig(approval=str(gate_config(tmp_path, "tabletop", {"put_first_on_second": {"outside": "safe_zone"}})))
-    knowledge = ConsoleKnowledge(LearnedOffset(), SkillParameters.load("tabletop").declared)
+    knowledge = ConsoleKnowledge(LearnedOffset(), SkillParameters.load("tabletop").declared, inject=True)  # applied silently
     core = InteractionCore(RobotApi.load("tabletop"), functions, dialog, model, config=config, knowledge=knowledge,
                            scene_objects=lambda: ["edge bowl", "red block"])
     thread = threading.Thread(target=core.run, daemon=True)

@@ -10,10 +10,13 @@ vanishes from the prompt when the memory node is slow.
 
 - ``block(instructions, objects)``: the "What I know" block for the newest request, with the scene
   object it names (if any) as the object at hand; cached until the request changes or the store learns;
-- ``wrap(functions)``: each parameterised robot function (its skill declares parameters in
-  config/skill_parameters.yaml) takes the learned ``skill_parameter`` values for the thing it acts on
-  (its first argument, or for place_object the object the newest grasp took; by name, or by looks
-  through the source's image lookup) as that object's defaults; a keyword the LLM writes always wins.
+- ``wrap(functions)``, only with ``inject`` (a labelled option, off by default:
+  ``knowledge.console.inject_learned_parameters`` in config/knowledge.yaml): each parameterised robot
+  function (its skill declares parameters in config/skill_parameters.yaml) silently takes the learned
+  ``skill_parameter`` values for the thing it acts on (its first argument, or for place_object the object
+  the newest grasp took; by name, or by looks through the source's image lookup) as that object's
+  defaults; a keyword the LLM writes always wins. Without it (DROC's way) the learned values reach the
+  robot only through the model: the block shows them and the model writes them as keywords.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from teachbot.config import load_yaml
+from teachbot.errors import ConfigError
 from teachbot.interaction.examples import MemoryUnavailable
 from teachbot.knowledge.correction import HELD_BY
 from teachbot.knowledge.entry import KnowledgeEntry
 from teachbot.knowledge.retriever import render
+from teachbot.paths import config_path
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +107,15 @@ class FallbackKnowledge:
         return found
 
 
+def inject_configured() -> bool:
+    """``knowledge.console.inject_learned_parameters`` of config/knowledge.yaml (false when absent)."""
+    raw = (load_yaml(config_path("knowledge.yaml")).get("knowledge") or {}).get("console") or {}
+    value = raw.get("inject_learned_parameters", False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"config/knowledge.yaml: knowledge.console.inject_learned_parameters must be true or false, got {value!r}")
+    return value
+
+
 def named_object(text: str, objects: Sequence[str]) -> str:
     """The scene object ``text`` names first (the thing a request acts on comes first: "put the red cup in
     the bowl"); among names at the same place the longest ("red cup" over "cup"); '' when none."""
@@ -118,12 +133,14 @@ class ConsoleKnowledge:
     """The console's view of the knowledge base (see the module docstring).
 
     ``declared(skill)`` gives the names of the parameters a skill declares (SkillParameters.declared);
-    ``log`` takes one-line notices (e.g. the learned defaults a call used).
+    ``log`` takes one-line notices (e.g. the learned defaults a call used); ``inject``: learned parameters
+    applied silently by ``wrap`` (None: as config/knowledge.yaml says, off unless set).
     """
 
     def __init__(self, source: KnowledgeSource, declared: Callable[[str], Mapping[str, Any]],
-                 log_line: Callable[[str], None] = lambda _line: None) -> None:
+                 log_line: Callable[[str], None] = lambda _line: None, inject: bool | None = None) -> None:
         self.source, self.declared, self.log = source, declared, log_line
+        self.inject = inject_configured() if inject is None else inject
         self._cache: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self.task = ""  # the newest request (the task learned parameters are retrieved for)
@@ -180,8 +197,11 @@ class ConsoleKnowledge:
         return {}
 
     def wrap(self, functions: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-        """``functions`` with every parameterised skill function taking learned defaults (see the module docstring)."""
+        """``functions`` with every parameterised skill function taking learned defaults (see the module docstring);
+        unchanged without ``inject``."""
         out = dict(functions)
+        if not self.inject:
+            return out
         for name, fn in functions.items():
             if self.declared(name):
                 out[name] = self._with_defaults(name, fn)

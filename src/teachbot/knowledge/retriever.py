@@ -18,6 +18,11 @@ For a task instruction and, optionally, the object at hand (its name and its cro
    entry dropped for its looks never takes a place;
 4. optionally (``select.enabled`` and a model given) an LLM keeps the candidates that matter
    (``prompts/knowledge_select.txt``); an unreadable answer or a failing model keeps them all.
+
+That is ``retrieval.order: similarity``. ``order: paper`` is DROC's own order (teachbot.knowledge.paper_retrieval):
+the always-scoped entries, then the LLM picks the previous tasks of the new task's category (with
+``select.enabled`` and a model; else by text similarity), then of those tasks' entries the task knowledge and
+the single best visual match among the entries about an object.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from teachbot.config import load_yaml
 from teachbot.errors import ConfigError, InvalidArgumentError
 from teachbot.knowledge.descriptor import COSINE, ColourDepthDescriptor, DescriptorConfig, ImageEmbedder
 from teachbot.knowledge.entry import KnowledgeEntry
+from teachbot.knowledge.paper_retrieval import SELECT_TASKS_PROMPT, choose_tasks, chosen_by_text, paper_rows
 from teachbot.knowledge.store import KnowledgeStore
 from teachbot.language.json_reply import json_values
 from teachbot.llm.base import LLMError, Model
@@ -54,11 +60,13 @@ class KnowledgeConfig:
 
     k: int = 8
     text_threshold: float = 0.5
-    visual_threshold: float = 0.85
+    visual_threshold: float = 0.688  # config/knowledge.yaml: calibrated by tools/calibrate_looks.py
     learned_visual_threshold: float = 0.8
     visual_weight: float = 0.5
     select_enabled: bool = False
+    order: str = "similarity"  # or "paper": DROC's order (teachbot.knowledge.paper_retrieval)
     select_prompt: str = "knowledge_select.txt"
+    select_tasks_prompt: str = SELECT_TASKS_PROMPT
     select_max_tokens: int = 64
     descriptor: DescriptorConfig = field(default_factory=DescriptorConfig)
 
@@ -91,6 +99,8 @@ class KnowledgeConfig:
             learned_visual_threshold=value(retrieval, "learned_visual_threshold", r, defaults.learned_visual_threshold, float),
             visual_weight=value(retrieval, "visual_weight", r, defaults.visual_weight, float),
             select_enabled=value(select, "enabled", s, defaults.select_enabled, bool),
+            order=value(retrieval, "order", r, defaults.order, str),
+            select_tasks_prompt=value(select, "tasks_prompt", s, defaults.select_tasks_prompt, str),
             select_prompt=value(select, "prompt", s, defaults.select_prompt, str),
             select_max_tokens=value(select, "max_tokens", s, defaults.select_max_tokens, int),
             descriptor=DescriptorConfig(**{key: value(descriptor, key, d, getattr(desc_defaults, key), type(getattr(desc_defaults, key)))
@@ -98,6 +108,7 @@ class KnowledgeConfig:
         )
         problems = [text for bad, text in (
             (config.k < 1, "retrieval.k >= 1"),
+            (config.order not in ("similarity", "paper"), "retrieval.order similarity or paper"),
             (not -1.0 <= config.text_threshold <= 1.0, "-1 <= retrieval.text_threshold <= 1"),
             (not 0.0 <= config.visual_threshold <= 1.0, "0 <= retrieval.visual_threshold <= 1"),
             (not -1.0 <= config.learned_visual_threshold <= 1.0, "-1 <= retrieval.learned_visual_threshold <= 1"),
@@ -147,6 +158,7 @@ class KnowledgeRetriever:
         # per store version: the always-scoped entries (oldest first) and the specific ones, split once
         self._split: tuple[int, tuple[KnowledgeEntry, ...], list[KnowledgeEntry], int] | None = None
         self._lock = threading.Lock()
+        self.last_selection = ""  # the task selection model's newest raw answer (order: paper)
         if self.config.select_enabled and select_model is None:
             log.warning("knowledge: select.enabled is true but no model was given; the LLM selection step is skipped")
 
@@ -170,6 +182,8 @@ class KnowledgeRetriever:
                 split = self._split = (version, tuple(always), [e for e in entries if e.scope != "always"], len(entries))
         _, always, specific, _ = split
         found = [RetrievedKnowledge(e, "always", score=1.0) for e in always]
+        if self.config.order == "paper":
+            return found + self._paper(task, object_name, image, specific, version)
         candidates = self._candidates(task, object_name, image, specific, version)
         if candidates and self.config.select_enabled and self.select_model is not None:
             keep = select_with_model(self.select_model, task, object_name, [c.entry for c in candidates], self.config)
@@ -181,6 +195,26 @@ class KnowledgeRetriever:
         return render([r.entry for r in self.retrieve(task, object_name, image)], prefix)
 
     # ------------------------------------------------------------------ internals
+    def _paper(self, task: str, object_name: str, image: Any, entries: list[KnowledgeEntry], version: int) -> list[RetrievedKnowledge]:
+        """DROC's order (teachbot.knowledge.paper_retrieval): the chosen tasks' knowledge, the best visual match."""
+        if not entries:
+            return []
+        text_scores, index, _ = self._text_scores(task, entries, version, object_name, False)
+        model = self.select_model if self.config.select_enabled else None
+        chosen, self.last_selection = choose_tasks(
+            model, task, entries, lambda: chosen_by_text(entries, text_scores, self.config.text_threshold),
+            self.config.select_tasks_prompt, self.config.select_max_tokens)
+        visual = None
+        if image is not None and self.image_embedder is not None and len(index.image_rows):
+            visual = np.full(len(entries), np.nan)
+            visual[index.image_rows] = self._visual_scores(np.asarray(image, dtype=np.float32), index)
+            visual[~index.about_objects] = np.nan
+        rows = paper_rows(entries, chosen, index.about_objects, visual, self.visual_threshold,
+                          index.named(set(_words(object_name))), text_scores, object_name)
+        return [RetrievedKnowledge(entries[i], reason, text_score=float(text_scores[i]),
+                                   visual_score=float(visual[i]) if visual is not None and not np.isnan(visual[i]) else None,
+                                   score=float(text_scores[i])) for i, reason in rows[: self.config.k]]
+
     def _candidates(self, task: str, object_name: str, image: Any, entries: list[KnowledgeEntry], version: int) -> list[RetrievedKnowledge]:
         if not entries:
             return []
