@@ -67,8 +67,9 @@ def test_droc_learns_on_the_same_and_the_similar_object(skill_run) -> None:
     for variant, obj in (("coaster_again", "brown coaster"), ("square_coaster", MAT)):
         row = rows["droc", "thin_coaster", variant]
         assert row["success"] and row["corrections"] == 0 < teach["corrections"], row["said"]
-        assert row["applied"] == [{"function": "grasp", "object": obj, "values": {"grasp_height_offset": -0.003}}]
-        assert "grasp_height_offset=-0.003" in row["shown"]
+        # nothing applied silently: the block shows the learned value and the model writes it
+        assert row["applied"] == [] and "grasp_height_offset=-0.003" in row["shown"]
+        assert f">>> grasp('{obj}', grasp_height_offset=-0.003)" in row["transcript"] and row["params"] == {"grasp_height_offset": -0.003}
     drawer = [rows["droc", "drawer_part_open", v]["corrections"] for v in ("cupboard", "cupboard_with_apple")]
     assert drawer[0] >= 1 and drawer[1] == 0
 
@@ -95,14 +96,16 @@ def test_the_dissimilar_object_keeps_its_default_unless_retrieve_all_applies_eve
     _, rows = skill_run
     fridge = rows["droc", "drawer_part_open", "fridge"]
     assert fridge["applied"] == [] and fridge["corrections"] == 0 and fridge["success"]
-    assert "pull_distance=0.22" in fridge["shown"]  # shown by the task's text, not applied: the fridge looks different
+    # DROC's order: the selection model picks the cupboard's task ("open"), but its entry is about the cupboard, which is
+    # neither the fridge's name nor (no image of a place here) a visual match: not shown, not applied
+    assert "pull_distance" not in fridge["shown"] and any('"Yes"' in a["raw"] for a in fridge["selection"]), fridge["selection"]
     assert rows["droc", "thin_coaster", "cup"]["applied"] == []
     every = rows["droc-retrieve-all", "drawer_part_open", "fridge"]
-    assert {"function": "open", "object": "fridge", "values": {"pull_distance": 0.22}} in every["applied"]
+    assert ">>> open('fridge', pull_distance=0.22)" in every["transcript"]  # every entry shown: the model writes the drawer's pull
     assert every["corrections"] >= 1 and not every["success"]  # a door refuses a pull_distance: it never opens
     assert every["said"][0] == "Just open it the normal way."
     cup = rows["droc-retrieve-all", "thin_coaster", "cup"]
-    assert cup["applied"] and cup["corrections"] == 0  # the coaster's lower grasp happens to suit the cup too
+    assert ">>> grasp('blue cup', grasp_height_offset=-0.003)" in cup["transcript"] and cup["corrections"] == 0  # suits the cup too
 
 
 def test_the_handlers_two_steps_and_their_raw_answers_are_in_the_results(skill_run) -> None:
@@ -181,7 +184,8 @@ def test_a_run_resumes_and_refuses_other_settings(tmp_path, embedder) -> None:
 
 def test_the_command_line_runs_resumes_and_names_bad_arguments(tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    argv = ["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--iterations", "1", "--out", str(out), "--no-progress"]
+    argv = ["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--iterations", "1", "--noise", "0", "--out", str(out),
+            "--no-progress", "--no-looks"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "corrections per iteration (doubles)" in printed and "| cap | 2.00 |" in printed
@@ -190,23 +194,43 @@ def test_the_command_line_runs_resumes_and_names_bad_arguments(tmp_path, capsys)
     for extra, message in ((["--methods", "droc,nope"], "unknown method 'nope'"), (["--tasks", "no_such_task"], "unknown task"),
                            (["--iterations", "4"], "--iterations must be 1, 2 or 3"),
                            (["--max-corrections", "0"], "--max-corrections must be at least 1"),
-                           (["--methods", "cap,cap"], "given twice"),
+                           (["--methods", "cap,cap"], "given twice"), (["--trials", "0"], "--trials must be at least 1"),
+                           (["--noise", "1.5"], "--noise must be in [0, 1]"),
                            (["--models", "config", "--llm-base-url", "https://api.example.com/v1", "--llm-model", "m"],
                             "--allow-paid")):
         fresh = tmp_path / f"bad{len(extra)}{extra[0]}"
-        assert main(["eval", "droc", "--out", str(fresh), "--no-progress", *extra]) == 2, extra
+        assert main(["eval", "droc", "--out", str(fresh), "--no-progress", "--no-looks", *extra]) == 2, extra
         assert message in capsys.readouterr().err, extra
         assert not fresh.exists()  # refused before anything was written
+    noisy = tmp_path / "noisy"  # two seeds of the doubles' reading noise: a line per trial, mean ± standard error
+    assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--iterations", "1", "--trials", "2",
+                 "--noise", "0.5", "--out", str(noisy), "--no-progress"]) == 0  # with the upright/flipped cups, per trial
+    rows = read_results(noisy)
+    assert [(r["trial"], r["seed"], r["noise"]) for r in rows] == [(0, 0, 0.5), (1, 1, 0.5)]
+    assert " ± " in capsys.readouterr().out and json.loads((noisy / "droc_settings.json").read_text())["noise"] == 0.5
+    looks = [json.loads(line) for line in (noisy / "looks.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in looks] == [0, 1] and all(r["queries"] == 8 for r in looks)
+    for r in looks:  # colour the distractor: each query cup has the other pose's colour
+        assert {q["colour"] for q in r["per_query"] if q["pose"] == "upright"} == {r["taught"]["flipped"]}
+        assert r["hits"] == sum(q["retrieved"] == q["pose"] for q in r["per_query"])
+        assert r["no_visual_hits"] == 4  # by words the two entries tie: right for one pose only
+    summary = json.loads((noisy / "summary.json").read_text())["upright_flipped"]
+    assert summary["trials"] == 2 and summary["accuracy"] >= 0.75, summary  # the looks tell the pose apart
+    assert "## Upright or flipped cup" in (noisy / "report.md").read_text()
+    assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--iterations", "1", "--trials", "2",
+                 "--noise", "0.2", "--out", str(noisy), "--no-progress"]) == 2  # another noise: not the same run
+    assert "noise" in capsys.readouterr().err
     renamed = tmp_path / "renamed"  # the old name of droc-retrieve-all: accepted with a deprecation warning
     assert main(["eval", "droc", "--methods", "droc-all-history", "--tasks", "drawer_part_open", "--iterations", "1",
-                 "--out", str(renamed), "--no-progress"]) == 0
+                 "--out", str(renamed), "--no-progress", "--no-looks"]) == 0
     assert "method 'droc-all-history' is deprecated: it is 'droc-retrieve-all' now" in capsys.readouterr().err
     [row] = read_results(renamed)
     assert row["method"] == "droc-retrieve-all" and (renamed / "knowledge" / "droc-retrieve-all").is_dir()
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--out", str(other), "--no-progress"]) == 2
+    assert main(["eval", "droc", "--methods", "cap", "--tasks", "drawer_part_open", "--out", str(other), "--no-progress",
+                 "--no-looks"]) == 2
     assert "holds no DROC run" in capsys.readouterr().err
 
 
@@ -304,3 +328,58 @@ def test_configured_models_over_an_endpoint(tmp_path, capsys) -> None:
     assert [a["dependence_raw"] for a in row["handler"]] == ["(c)", "(a)"]  # "so far": on its own; "too far out...": the last
     assert "corrections per iteration (config: openai fake-model)" in capsys.readouterr().out
     assert "not any model's quality" not in (out / "report.md").read_text()
+
+
+def test_the_doubles_misread_at_their_noise_level_from_the_words_and_the_seed() -> None:
+    from teachbot.evaluation.droc_doubles import Understanding
+
+    skills = "def grasp(object_name: str, *, grasp_height_offset: float = 0.0) -> str:\n\n"
+    prompt = skills + ("The skill the robot is doing now (its latest call, without its parameter values): grasp('coaster')\n\n"
+                       "depends on: nothing\nThe person now says: Grasp it a bit lower.\n")
+
+    def direction(noise: float, seed: int = 0) -> str:
+        double = CorrectionDouble(Understanding(noise, seed))
+        double.answers = 1
+        double.begin_draw("thin_coaster/1/coaster")
+        return json.loads(double.answer(prompt).split("\n")[1])["direction"]
+
+    assert direction(0.0) == "-" and direction(1.0) == "+"  # always right; always the other way round
+    draws = [direction(0.5, seed) for seed in range(40)]
+    assert draws == [direction(0.5, seed) for seed in range(40)]  # a seed reads the same words the same way
+    assert 8 <= draws.count("+") <= 32  # about half of the seeds misread
+    always = CorrectionDouble(Understanding(1.0))
+    assert always.answer('A human is issuing corrections to a robot.\n\nCorrection: "Grasp it a bit lower."\nAnswer.') != "(c)"
+    request = ("The person's original request: bring me my cup\nThe person's corrections:\n"
+               "- No, not the red cup. My cup is the blue cup.\n\nAlready learned")
+    assert ExtractionDouble(Understanding(1.0)).answer(request).endswith("[]")  # the correction missed
+    assert "blue cup" in ExtractionDouble(Understanding(0.0)).answer(request)
+    with pytest.raises(ValueError, match="noise"):
+        Understanding(1.5)
+
+
+def test_the_table_is_the_mean_and_standard_error_over_trials() -> None:
+    from teachbot.evaluation.droc_report import compare, mean_se
+
+    def row(trial: int, method: str, iteration: int, corrections: int, role: str = "same") -> dict:
+        return {"trial": trial, "method": method, "task": "t", "level": "skill", "iteration": iteration, "variant": f"v{iteration}",
+                "role": role, "corrections": corrections, "success": corrections < 4}
+
+    rows = [row(0, "droc", 1, 2), row(1, "droc", 1, 4), row(2, "droc", 1, 3), row(0, "cap", 1, 2), row(1, "cap", 1, 2),
+            row(2, "cap", 1, 2), row(0, "droc", 2, 0), row(1, "droc", 2, 1), row(2, "droc", 2, 0)]
+    summary = summarise(rows)
+    assert summary["trials"] == 3 and summary["corrections"]["droc"]["all"] == {"1": 3.0, "2": 0.333}
+    assert summary["stderr"]["droc"]["all"]["1"] == pytest.approx(0.577, abs=1e-3) and summary["stderr"]["cap"]["all"]["1"] == 0.0
+    assert summary["success"]["droc"]["1"] == pytest.approx(2 / 3, abs=1e-3)
+    assert "| droc | 3.00 ± 0.58 | 0.33 ± 0.33 |" in format_table(summary)
+    assert mean_se([1.0]) == (1.0, None) and mean_se([]) == (None, None)
+    assert compare(rows, "droc", "cap", iterations=(1,)).startswith(
+        "droc 3.00 ± 0.58, cap 2.00 ± 0.00, difference (cap - droc) -1.00 ± 0.58")
+
+
+def test_silent_injection_is_the_labelled_option(tmp_path, embedder) -> None:
+    tasks = [t for t in load_tasks() if t.id == "drawer_part_open"]
+    run_droc(DrocConfig(methods=("droc",), iterations=2, inject=True), tmp_path, double_models(), tasks=tasks, text_embedder=embedder)
+    again = {r["iteration"]: r for r in read_results(tmp_path)}[2]
+    # the model read the value from the block and wrote it; a keyword the model writes wins, so nothing was left to inject
+    assert again["corrections"] == 0 and ">>> open('cupboard', pull_distance=0.22)" in again["transcript"] and again["applied"] == []
+    assert json.loads((tmp_path / "droc_settings.json").read_text())["inject"] is True

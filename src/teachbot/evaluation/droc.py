@@ -37,9 +37,16 @@ Methods (``METHODS``):
 - ``cap``: Code as Policies: no handler, no knowledge; the correction is a new instruction to the
   interaction model, which writes the next statement itself.
 
-Results: one line per (method, task, iteration, variant) in ``results.jsonl`` (an existing line is
+Trials: ``trials`` runs of the whole protocol, trial k with the doubles' seed k (their imperfect
+understanding, ``noise``: teachbot.evaluation.droc_doubles.Understanding, one level for every method) and
+stores of its own (trial 0 in ``OUT/knowledge/<method>``, trial k in ``OUT/knowledge/trial-<k>/<method>``).
+
+Results: one line per (trial, method, task, iteration, variant) in ``results.jsonl`` (an existing line is
 skipped when the same command runs again; the stores on disk carry on), with the handler's raw answers of
-both steps per correction (``handler``), then ``summary.json`` and ``report.md`` (:func:`write_summary`).
+both steps per correction (``handler``) and the extraction model's raw answers (``extractor``); with
+``looks``, one line per trial in ``looks.jsonl``: the upright/flipped retrieval of mesh cups
+(teachbot.evaluation.droc_looks); then ``summary.json`` and ``report.md`` (:func:`write_summary`: mean ±
+standard error over the trials).
 """
 
 from __future__ import annotations
@@ -57,34 +64,36 @@ from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
-from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble
+from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble, Understanding
+from teachbot.evaluation.droc_looks import upright_flipped
 from teachbot.evaluation.droc_report import (  # noqa: F401 - read_results, summarise, format_table, write_summary: here too
+    LOOKS,
     RENAMED,
     RESULTS,
     SETTINGS,
     format_table,
     method_name,
+    read_looks,
     read_results,
     summarise,
     write_summary,
 )
+from teachbot.evaluation.droc_select_double import SelectionDouble
+from teachbot.evaluation.droc_sources import AllHistory, AllHistoryKnowledge, RecordingHandler
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
 from teachbot.evaluation.droc_worlds import DrocWorlds
 from teachbot.interaction import CoreConfig, InteractionCore
 from teachbot.interaction.core import ENDED
-from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found, LocalKnowledge
+from teachbot.interaction.knowledge import ConsoleKnowledge, LocalKnowledge
 from teachbot.knowledge import (
     ColourDepthDescriptor,
-    Correction,
     CorrectionConfig,
-    CorrectionHandler,
     ExtractionConfig,
     KnowledgeConfig,
     KnowledgeExtractor,
     KnowledgeRetriever,
     KnowledgeStore,
 )
-from teachbot.knowledge.retriever import render
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
 from teachbot.learning.improver import Improver
@@ -124,17 +133,35 @@ METHODS: dict[str, DrocMethod] = {m.name: m for m in (
 @dataclass(frozen=True)
 class DrocModels:
     """The models of a run: ``interaction`` (droc methods), ``cap`` (the baseline's interaction model),
-    ``correction`` (the handler's) and ``extraction`` (the extractor's; None: rule entries only)."""
+    ``correction`` (the handler's) and ``extraction`` (the extractor's; None: rule entries only).
+    ``fresh(noise, seed)``: new models of the same kind for one trial and method (the doubles: their
+    understanding's noise and seed); None: these models serve every trial and method."""
 
     interaction: Any
     cap: Any
     correction: Any
     extraction: Any = None
     label: str = "doubles"
+    fresh: Callable[[float, int], DrocModels] | None = None
+    selection: Any = None  # the retrieval's task selection (prompts/droc_select_tasks.txt); None: by text similarity
+
+    def for_trial(self, noise: float, seed: int) -> DrocModels:
+        """The models of one trial and method."""
+        return self.fresh(noise, seed) if self.fresh is not None else self
+
+    def begin_draw(self, key: str) -> None:
+        """Tell every model that reads with an imperfect understanding which episode it plays next."""
+        for model in {id(m): m for m in (self.interaction, self.cap, self.correction, self.extraction, self.selection)}.values():
+            if hasattr(model, "begin_draw"):
+                model.begin_draw(key)
 
 
-def double_models() -> DrocModels:
-    return DrocModels(InteractionDouble(), InteractionDouble(cap=True), CorrectionDouble(), ExtractionDouble(), "doubles")
+def double_models(noise: float = 0.0, seed: int = 0) -> DrocModels:
+    """The offline stand-ins (teachbot.evaluation.droc_doubles), each reading with ``Understanding(noise, seed)``."""
+    return DrocModels(InteractionDouble(understanding=Understanding(noise, seed)),
+                      InteractionDouble(cap=True, understanding=Understanding(noise, seed)),
+                      CorrectionDouble(Understanding(noise, seed)), ExtractionDouble(Understanding(noise, seed)), "doubles",
+                      fresh=double_models, selection=SelectionDouble(Understanding(noise, seed)))
 
 
 # ---------------------------------------------------------------------------------------- the person
@@ -219,70 +246,41 @@ class DrocPerson(DialogChannel):
         return {"type": "dialog", "text": f"Please {self.variant.instruction}."}
 
 
-# ---------------------------------------------------------------------------------------- knowledge sources
-class AllHistory:
-    """Every entry of the store, newest first (kind/skill filters only): no selection by task or looks."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
-        entries = sorted(self.store.list(), key=lambda e: (e.created, e.id), reverse=True)
-        entries = [e for e in entries if (not kind or e.kind == kind) and (not skill or e.skill == skill)]
-        return Found(tuple(entries), render(entries, BLOCK_PREFIX))
-
-
-class AllHistoryKnowledge(ConsoleKnowledge):
-    """Every learned value of a skill's parameters applied to whatever it acts on (the newest value wins)."""
-
-    def learned_parameters(self, skill: str, object_name: str) -> dict[str, Any]:
-        declared = self.declared(skill)
-        if not declared or not object_name:
-            return {}
-        values: dict[str, Any] = {}
-        for entry in reversed(self.source.find("", object_name, kind="skill_parameter", skill=skill).entries):
-            values.update({k: v for k, v in entry.parameters.items() if k in declared})
-        return values
-
-
-class RecordingHandler(CorrectionHandler):
-    """The correction handler, keeping what it answered for each correction (for results.jsonl)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.answers: list[dict[str, Any]] = []
-
-    def handle(self, utterance: str, transcript: Any) -> Correction:
-        found = super().handle(utterance, transcript)
-        self.answers.append({"utterance": utterance, "dependence_raw": found.dependence_raw, "raw": found.raw,
-                             "correction": found.is_correction, "level": found.level, "history": found.history,
-                             "statement": found.statement, "constraint": found.constraint})
-        return found
-
-
 class MethodAgent:
     """One method's robot: its knowledge store and retriever, and an episode runner."""
 
-    def __init__(self, method: DrocMethod, models: DrocModels, store_dir: Path, text_embedder: Any, descriptor: Any) -> None:
-        self.method, self.models, self.descriptor = method, models, descriptor
+    def __init__(self, method: DrocMethod, models: DrocModels, store_dir: Path, text_embedder: Any, descriptor: Any,
+                 retrieval: str = "paper", inject: bool = False) -> None:
+        self.method, self.models, self.descriptor, self.inject = method, models, descriptor, inject
         old = next((store_dir.with_name(o) for o, n in RENAMED.items() if n == method.name), None)
         if method.knowledge and old is not None and old.is_dir() and not store_dir.exists():
             log.warning("DROC: the knowledge store %s of the renamed method moves to %s", old, store_dir)
             old.rename(store_dir)
         self.store = KnowledgeStore(store_dir) if method.knowledge else None
-        self.retriever = KnowledgeRetriever(self.store, text_embedder, descriptor, KnowledgeConfig.load()) \
+        config = dataclasses.replace(KnowledgeConfig.load(), order=retrieval, select_enabled=models.selection is not None)
+        self.retriever = KnowledgeRetriever(self.store, text_embedder, descriptor, config, select_model=models.selection) \
             if self.store is not None else None
         self.images: dict[str, Any] = {}
+        self.extracted: list[dict[str, Any]] = []  # the extraction model's raw answers in this episode
+        self.selected: list[dict[str, Any]] = []  # the task selection model's raw answers in this episode
+        for model, answers in ((models.extraction, self.extracted), (models.selection, self.selected)):
+            if model is not None and hasattr(model, "add_listener") and model is not models.correction:
+                model.add_listener(lambda completion, prompt, answers=answers: answers.append(
+                    {"prompt_digest": completion.prompt_digest, "raw": completion.text}))
 
     def forget_all(self) -> None:
         if self.store is not None:
             for entry in self.store.list():
                 self.store.remove(entry.id)
 
-    def episode(self, worlds: DrocWorlds, task: DrocTask, variant: Variant, max_corrections: int) -> dict[str, Any]:
-        """Run one episode of ``variant``; its results line (without the method/iteration keys)."""
+    def episode(self, worlds: DrocWorlds, task: DrocTask, variant: Variant, max_corrections: int, draw: str = "") -> dict[str, Any]:
+        """Run one episode of ``variant``; its results line (without the method/iteration keys). ``draw``: the
+        episode's key for the models' imperfect understanding (the same for every method)."""
 
         started = time.monotonic()
+        self.extracted.clear()
+        self.selected.clear()
+        self.models.begin_draw(draw)
         if not self.method.prior:
             self.forget_all()
         self.images = object_images(worlds, task, variant, self.descriptor)
@@ -291,7 +289,9 @@ class MethodAgent:
         person = DrocPerson(worlds, task, variant, recorder, max_corrections)
         api = RobotApi.load(task.world)
         parameters = SkillParameters.load(task.world, world.profile)
-        names = (lambda: list(world.object_names())) if task.world == "household" else (lambda: [o.name for o in world.objects()])
+        # the household's furniture too: "open the cupboard" names the thing its knowledge is about
+        names = (lambda: [*world.object_names(), *world.layout.places]) if task.world == "household" else \
+            (lambda: [o.name for o in world.objects()])
         functions = robot_functions(task, world, recorder, person)
         model = self.models.interaction if self.method.handler else self.models.cap
         if hasattr(model, "begin"):
@@ -303,7 +303,7 @@ class MethodAgent:
             source = AllHistory(self.store) if self.method.knowledge == "all" else \
                 LocalKnowledge(self.retriever, self.images.get if looks else None)
             knowledge = (AllHistoryKnowledge if self.method.knowledge == "all" else ConsoleKnowledge)(
-                source, parameters.declared, logs.append)
+                source, parameters.declared, logs.append, inject=self.inject)
             extractor = KnowledgeExtractor(self.models.extraction, api, parameters, ExtractionConfig.load())
             learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api, "off"),
                                          extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
@@ -334,7 +334,8 @@ class MethodAgent:
         return {"variant": variant.name, "role": variant.role, "object": variant.object, "level": task.level,
                 "world": task.world, "corrections": len(person.said), "success": person.success, "said": list(person.said),
                 "params": recorder.params() or {}, "applied": applied, "shown": person.shown, "stops": stops,
-                "handler": handler.answers if handler is not None else [],
+                "handler": handler.answers if handler is not None else [], "extractor": list(self.extracted),
+                "selection": list(self.selected) if self.method.knowledge in ("retrieval", "no-visual") else [],
                 "history_selection": self.method.history_selection if self.method.handler else None,
                 "knowledge_entries": len(self.store.list()) if self.store is not None else 0, "tokens": tokens,
                 "cost_usd": round(cost, 6), "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts),
@@ -384,6 +385,11 @@ class DrocConfig:
     max_corrections: int = 4
     models: str = "doubles"
     shared_store: bool = True  # one store across the tasks (False: emptied when each task's sequence starts)
+    trials: int = 1  # runs of the whole protocol, trial k with seed k
+    looks: bool = False  # also the upright/flipped retrieval with mesh cups, once per trial (evaluation.droc_looks)
+    retrieval: str = "paper"  # the retrieval's order: DROC's (paper) or by similarity (knowledge.retriever)
+    inject: bool = False  # the labelled option: the console applies learned parameters silently (off: the model writes them)
+    noise: float = 0.0  # the doubles' imperfect understanding (droc_doubles.Understanding), the same for every method
 
     def __post_init__(self) -> None:  # a renamed method's old name is read as the new one (once, with a warning)
         object.__setattr__(self, "methods", tuple(dict.fromkeys(method_name(m) for m in self.methods)))
@@ -399,22 +405,30 @@ class DrocConfig:
             raise ConfigError(f"--iterations must be 1, 2 or 3, got {self.iterations}")
         if self.max_corrections < 1:
             raise ConfigError(f"--max-corrections must be at least 1, got {self.max_corrections}")
+        if self.retrieval not in ("paper", "similarity"):
+            raise ConfigError(f"--retrieval must be paper or similarity, got {self.retrieval!r}")
+        if self.trials < 1:
+            raise ConfigError(f"--trials must be at least 1, got {self.trials}")
+        if not 0.0 <= self.noise <= 1.0:
+            raise ConfigError(f"--noise must be in [0, 1], got {self.noise}")
 
 
-def open_output(out: Path, config: DrocConfig) -> set[tuple[str, str, int, str]]:
-    """Create or resume ``out``: the same models and correction limit, or a ConfigError; the lines already there."""
+def open_output(out: Path, config: DrocConfig) -> set[tuple[int, str, str, int, str]]:
+    """Create or resume ``out``: the same models, correction limit and noise, or a ConfigError; the lines already
+    there as (trial, method, task, iteration, variant)."""
     out.mkdir(parents=True, exist_ok=True)
-    wanted = {"models": config.models, "max_corrections": config.max_corrections, "shared_store": config.shared_store}
+    wanted = {"models": config.models, "max_corrections": config.max_corrections, "shared_store": config.shared_store,
+              "noise": config.noise, "retrieval": config.retrieval, "inject": config.inject}
     marker = out / SETTINGS
     if marker.is_file():
-        held = json.loads(marker.read_text())
+        held = {"noise": 0.0, "retrieval": "similarity", "inject": True, **json.loads(marker.read_text())}  # a run from before: as it ran
         if held != wanted:
             raise ConfigError(f"{out} holds a DROC run with {held}; this one is {wanted}: choose another --out")
     elif any(out.iterdir()):
         raise ConfigError(f"{out} is not empty and holds no DROC run ({SETTINGS}); choose an empty or new --out")
     else:
         marker.write_text(json.dumps(wanted, indent=2) + "\n")
-    return {(r["method"], r["task"], int(r["iteration"]), r["variant"]) for r in read_results(out)}
+    return {(int(r.get("trial", 0)), r["method"], r["task"], int(r["iteration"]), r["variant"]) for r in read_results(out)}
 
 
 def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequence[DrocTask] | None = None,
@@ -424,10 +438,12 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
 
     tasks = list(tasks) if tasks is not None else load_tasks()
     config.validate([t.id for t in tasks])
+    if config.noise and models.fresh is None:
+        raise ConfigError("--noise sets the offline doubles' understanding; configured models read as they do")
     chosen = [t for t in tasks if not config.tasks or t.id in config.tasks]
     done = open_output(out, config)
-    plan = [(m, t, i, v) for m in config.methods for t in chosen for i in range(1, config.iterations + 1) for v in t.iteration(i)
-            if (m, t.id, i, v.name) not in done]
+    plan = [(k, m, t, i, v) for k in range(config.trials) for m in config.methods for t in chosen
+            for i in range(1, config.iterations + 1) for v in t.iteration(i) if (k, m, t.id, i, v.name) not in done]
     if text_embedder is None:
 
         text_embedder = SentenceTransformerEmbedder()
@@ -435,23 +451,36 @@ def run_droc(config: DrocConfig, out: Path, models: DrocModels, *, tasks: Sequen
     from tqdm import tqdm  # deferred: tqdm
 
     bar = tqdm(total=len(plan), unit="episode", disable=not show_progress, dynamic_ncols=True)
-    agents: dict[str, MethodAgent] = {}
+    agents: dict[tuple[int, str], MethodAgent] = {}
     try:
         with DrocWorlds() as worlds:
-            for method, task, iteration, variant in plan:
-                agent = agents.get(method) or agents.setdefault(method, MethodAgent(
-                    METHODS[method], models, out / "knowledge" / method, text_embedder, descriptor))
+            for trial, method, task, iteration, variant in plan:
+                agent = agents.get((trial, method)) or agents.setdefault((trial, method), MethodAgent(
+                    METHODS[method], models.for_trial(config.noise, trial), store_dir(out, trial, method), text_embedder, descriptor,
+                    config.retrieval, config.inject))
                 if not config.shared_store and iteration == 1 and variant == task.iteration(1)[0]:
                     agent.forget_all()  # a task's sequence starts from an empty store
                 with evaluation_run("droc", method=method, task=task.id, trial=iteration, variant=variant.name) as trace_id:
-                    row = {"method": method, "task": task.id, "iteration": iteration,
-                           **agent.episode(worlds, task, variant, config.max_corrections), "trace_id": trace_id}
+                    row = {"trial": trial, "seed": trial, "noise": config.noise, "method": method, "task": task.id,
+                           "iteration": iteration, **agent.episode(worlds, task, variant, config.max_corrections,
+                                                                   f"{task.id}/{iteration}/{variant.name}"), "trace_id": trace_id}
                 with open(out / RESULTS, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(row) + "\n")
-                bar.set_postfix_str(f"{method} {task.id} {iteration} {variant.name}: {row['corrections']} corrections")
+                bar.set_postfix_str(f"trial {trial} {method} {task.id} {iteration} {variant.name}: {row['corrections']} corrections")
                 bar.update(1)
                 if progress is not None:
                     progress(row)
+        looked = {int(r["trial"]) for r in read_looks(out)}
+        for trial in (k for k in range(config.trials) if config.looks and k not in looked):
+            found = upright_flipped(trial, text_embedder, descriptor)
+            with open(out / LOOKS, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(found) + "\n")
     finally:
         bar.close()
     return out / RESULTS
+
+
+def store_dir(out: Path, trial: int, method: str) -> Path:
+    """A method's knowledge store in one trial: ``OUT/knowledge/<method>`` for trial 0 (as before trials),
+    ``OUT/knowledge/trial-<k>/<method>`` for trial k."""
+    return out / "knowledge" / method if trial == 0 else out / "knowledge" / f"trial-{trial}" / method

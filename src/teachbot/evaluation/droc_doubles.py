@@ -5,14 +5,16 @@ person's words reach the correction handler and come back as a re-run or a repla
 stores what was corrected and that retrieval brings it back (or keeps it away) for the next object. Each
 double answers from what its prompt holds, in the styles chat models use (fenced JSON, prose around it):
 
-- ``InteractionDouble`` types the variant's oracle plan, one statement per turn, without parameter
-  keywords, then ``wait_for_trigger()``; after a failed statement or a re-run typed by the console it
-  hands back at once. In a plan-level task it takes the distractor (``Variant.wrong_plan``) unless its
-  prompt names the right object: the "# What I know:" block, a "# correction: plan-level" note, or
-  the person's correction. With ``cap=True`` it is the Code-as-Policies baseline's model: no handler
-  reads the person's words, so it turns a skill-level sentence into the corrected call itself, one
-  FIXED step (the grounding of config/knowledge.yaml for an object of the default size, i.e. without
-  the object's scale) from the value it last wrote, and remembers nothing between episodes.
+- ``InteractionDouble`` types the variant's oracle plan, one statement per turn, with the keywords its
+  prompt's "# What I know:" block gives the call's skill (``name=value`` of a learned skill parameter; the
+  console applies nothing silently unless ``--inject-learned``), then ``wait_for_trigger()``; after a
+  failed statement or a re-run typed by the console it hands back at once. In a plan-level task it takes
+  the distractor (``Variant.wrong_plan``) unless its prompt names the right object: the "# What I know:"
+  block, a "# correction: plan-level" note, or the person's correction. With ``cap=True`` it is the
+  Code-as-Policies baseline's model: no handler reads the person's words, so it turns a skill-level
+  sentence into the corrected call itself, one FIXED step (the grounding of config/knowledge.yaml for an
+  object of the default size, i.e. without the object's scale) from the value it last wrote, and remembers
+  nothing between episodes.
 - ``CorrectionDouble`` answers the handler's three prompts from their text. The dependence prompt
   (prompts/droc_dependence.txt) shows only the correction: a wrong object named back, "I meant", "the first
   time" or "continue" -> (b) the initial interaction; "the usual way" or a direction word (higher, left,
@@ -29,6 +31,16 @@ double answers from what its prompt holds, in the styles chat models use (fenced
   distils a "not the X but the Y" into a task constraint about Y; skill-level corrections it leaves to the
   extractor's rule entries (the re-run calls).
 
+Imperfect understanding (``Understanding``): one named level, ``noise``, the same for every method, and a
+seed (one per trial). Each reading a double makes can go wrong with probability ``noise``, drawn from the
+seed, the words read and the episode being played (``begin_draw``), never from the method: the handler's
+double can take a correction's dependence for another one, read its direction the other way round ("a bit
+lower" as higher, the object it names as the one it does not mean) or, when its prompt lists several skill
+calls, take another call for the one being corrected (more history to read, more chances to slip); the
+interaction double can miss a line of its "# What I know:" block or not take in a correction naming the
+right object, and CaP's double read a direction the other way round; the extraction double can miss a
+correction. With ``noise`` 0 they read perfectly (the mechanics tests).
+
 What they cannot show: whether a model finds the right parameter or object from free wording, writes no
 keyword when it should, or invents knowledge; those need ``--models config``. Both interaction doubles
 read one thing out of an error: a refused value whose message names the limit is tried again at it.
@@ -40,11 +52,13 @@ import ast
 import functools
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from teachbot.evaluation.doubles import current_transcript, literal_call, person_words
 from teachbot.evaluation.droc_tasks import Call, DrocTask, Variant
+from teachbot.evaluation.reading_doubles import unit
 from teachbot.knowledge.correction import rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
 from teachbot.language.prompts import CURRENT_HEADER
@@ -67,6 +81,50 @@ DEPENDENCE_START = "A human is issuing corrections"  # the first words of prompt
 # "not the X" / "I meant the Y", "is the Y", "take the Y": a wrong object named back
 NOT_THE = re.compile(r"\bnot the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
 MEANT_THE = re.compile(r"\b(?:meant|mean|is|take|want) the ([a-z][a-z ]*?)\s*[.,!;]", re.I)
+
+
+T = TypeVar("T")
+REVERSED = {"+": "-", "-": "+", "left": "right", "right": "left"}
+
+
+@dataclass
+class Understanding:
+    """How well a double reads: each reading goes wrong with probability ``noise`` (0: never), drawn from
+    ``seed``, the episode being played (``draw``, set by :meth:`begin_draw`) and the words read."""
+
+    noise: float = 0.0
+    seed: int = 0
+    draw: str = ""
+    seen: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.noise <= 1.0:
+            raise ValueError(f"noise must be in [0, 1], got {self.noise}")
+
+    def slips(self, *read: str, fresh: bool = False) -> bool:
+        """Whether the reading of ``read`` (what is read and the words) goes wrong. ``fresh``: a new reading of
+        the same words in this episode draws again (the person said them again); else it reads them as before."""
+        if fresh:
+            count = self.seen[read] = self.seen.get(read, 0) + 1
+            read = (*read, str(count))
+        return self.noise > 0 and unit(self.seed, self.draw, *read) < self.noise
+
+    def other(self, options: Sequence[T], right: T, *read: str) -> T:
+        """One of ``options`` other than ``right``, drawn like a slip (``right`` when there is no other)."""
+        others = [o for o in options if o != right]
+        return others[int(unit(self.seed, self.draw, "other", *read) * len(others))] if others else right
+
+
+class NoisyReader:
+    """A double with an ``Understanding``: ``begin_draw(key)`` names the episode it plays next (the same
+    key for every method, so that the methods meet the same slips where they read the same words)."""
+
+    understanding: Understanding
+
+    def begin_draw(self, key: str) -> None:
+        """Draw this episode's slips from ``key`` (e.g. 'trial/task/iteration/variant')."""
+        self.understanding.draw = key
+        self.understanding.seen.clear()
 
 
 def render_call(call: Call, keywords: Mapping[str, Any] | None = None) -> str:
@@ -162,12 +220,13 @@ def _said_lines(transcript: Transcript) -> list[tuple[int, str]]:
     return out or person_words(transcript)
 
 
-class InteractionDouble(ScriptedModel):
+class InteractionDouble(ScriptedModel, NoisyReader):
     """The interaction model's stand-in (see the module docstring); ``begin(task, variant)`` before each episode."""
 
-    def __init__(self, cap: bool = False) -> None:
+    def __init__(self, cap: bool = False, understanding: Understanding | None = None) -> None:
         super().__init__(respond=self.answer, name="interaction:droc-cap-double" if cap else "interaction:droc-double")
         self.cap = cap
+        self.understanding = understanding or Understanding()
         self.task: DrocTask | None = None
         self.variant: Variant | None = None
         self.config = CorrectionConfig.load()
@@ -194,7 +253,27 @@ class InteractionDouble(ScriptedModel):
             if call:  # the corrected call, then back to the person
                 return WAIT if code else call
         plan = self.plan(prompt, transcript, said)
-        return render_call(plan[len(code)]) if len(code) < len(plan) else WAIT
+        if len(code) >= len(plan):
+            return WAIT
+        call = plan[len(code)]
+        return render_call(call, {} if self.cap else self.learned(prompt, call))
+
+    def known(self, prompt: str) -> list[str]:
+        """The lines of the prompt's "# What I know:" block this reader takes in (each missed with the noise)."""
+        return [line for line in knowledge_block(prompt).splitlines() if not self.understanding.slips("knowledge line", line)]
+
+    def learned(self, prompt: str, call: Call) -> dict[str, float]:
+        """The keywords the knowledge block gives ``call``: every ``name=value`` of a line it takes in whose name
+        ``call``'s skill declares (its signature in the prompt), the first line's value winning."""
+        assert self.task is not None
+        declared = _bound(self.task.world).declared(call.skill)
+        values: dict[str, float] = {}
+        for line in self.known(prompt):
+            said = line.split("(learned from", 1)[0] + " " + "".join(re.findall(r"\(\w+: [^)]*\)", line))
+            for name, value in re.findall(r"\b(\w+)=(-?\d+(?:\.\d+)?(?:e-?\d+)?)", said):
+                if name in declared and name not in values:
+                    values[name] = float(value)
+        return values
 
     def plan(self, prompt: str, transcript: Transcript, said: list[tuple[int, str]]) -> tuple[Call, ...]:
         """The oracle plan, or in a plan-level task the wrong one unless the prompt names the right object."""
@@ -202,10 +281,12 @@ class InteractionDouble(ScriptedModel):
         assert variant is not None and self.task is not None
         if self.task.level != "plan":
             return variant.plan
+        read = self.understanding
         notes = [line for e in transcript.entries if e.kind == "output" for line in e.text.splitlines()
                  if line.startswith(PLAN_NOTE)]
-        corrections = [w for _, w in said[1:]]
-        text = "\n".join([knowledge_block(prompt), *notes, *corrections])
+        known = self.known(prompt)
+        corrections = [w for i, (_, w) in enumerate(said[1:]) if not read.slips("correction", w, str(i))]  # one not taken in: the same plan
+        text = "\n".join([*known, *notes, *corrections])
         return variant.plan if names_right_object(text, variant.object) else variant.wrong_plan()
 
     def cap_call(self, transcript: Transcript, words: str) -> str:
@@ -222,6 +303,8 @@ class InteractionDouble(ScriptedModel):
         if read is None:
             return ""
         name, direction = read
+        if direction in REVERSED and self.understanding.slips("correction", words, str(len(person_words(transcript)))):
+            direction = REVERSED[direction]  # read the other way round
         if direction == "default":
             return rewrite_call(last.source, {k: v for k, v in last.kwargs.items() if k not in declared})
         resolved = resolve(declared, name, direction)
@@ -278,18 +361,25 @@ def noted_change(history: str) -> tuple[str, str] | None:
     return name, "+" if float(value) > float(base) else "-"
 
 
-class CorrectionDouble(ScriptedModel):
+class CorrectionDouble(ScriptedModel, NoisyReader):
     """The correction model's stand-in (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, understanding: Understanding | None = None) -> None:
         super().__init__(respond=self.answer, name="correction:droc-double")
         self.answers = 0
+        self.understanding = understanding or Understanding()
+
+    def dependence(self, words: str) -> str:
+        """What ``words`` depend on as this double reads them (``depends_on``, or another one when it slips)."""
+        found = depends_on(words)
+        return self.understanding.other(("last", "initial", "none"), found, "dependence", words) \
+            if self.understanding.slips("dependence", words, fresh=True) else found
 
     def answer(self, prompt: str) -> str:
         self.answers += 1
         asked = re.search(r'^Correction: "(.*)"$', prompt, re.M)
         if asked and prompt.startswith(DEPENDENCE_START):
-            letter = {"last": "a", "initial": "b", "none": "c"}[depends_on(asked.group(1))]
+            letter = {"last": "a", "initial": "b", "none": "c"}[self.dependence(asked.group(1))]
             return f"({letter})" if self.answers % 2 else f"The correction depends on ({letter})."
         said = prompt.rsplit("The person now says:", 1)[-1].split("\n", 1)[0].strip()
         whole = "The latest skill calls, oldest first:" in prompt  # the whole-history prompt (Ours-E)
@@ -303,8 +393,17 @@ class CorrectionDouble(ScriptedModel):
                                   "parameter": "", "direction": "", "amount": "", "value": None, "absolute": False,
                                   "constraint": ""}
         named = wrong_object(said)
-        last = _parse_call(sources[-1]) if sources else None
+        understanding = self.understanding
+        source = sources[-1] if sources else ""
+        if len(sources) > 1 and understanding.slips("which call", said, fresh=True):
+            source = understanding.other(sources, source, "which call", said)  # took another listed call for the one corrected
+        last = _parse_call(source) if source else None
         read = read_parameter(said, last[0]) if last is not None and named is None else None
+        misread = understanding.slips("correction", said, fresh=True)
+        if named is not None and misread and named[0]:
+            named = (named[1], named[0])  # the object named back taken for the one meant
+        if read is not None and misread and read[1] in REVERSED:
+            read = (read[0], REVERSED[read[1]])  # the direction read the other way round
         if read is None and last is not None and named is None and set(re.findall(r"[a-z]+", said.lower())) & {"more", "less"}:
             change = noted_change(history)  # "a bit more": the change the last interaction made, again (or reversed)
             if change is not None:
@@ -335,7 +434,7 @@ class CorrectionDouble(ScriptedModel):
         else:
             why = "Nothing to correct."
         if whole:
-            answer["history"] = depends_on(said)
+            answer["history"] = self.dependence(said)
         else:
             answer.pop("history")
         body = json.dumps(answer)
@@ -359,11 +458,12 @@ def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:
     return {name: float(value) for name, value in found}
 
 
-class ExtractionDouble(ScriptedModel):
+class ExtractionDouble(ScriptedModel, NoisyReader):
     """The extraction model's stand-in (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, understanding: Understanding | None = None) -> None:
         super().__init__(respond=self.answer, name="extraction:droc-double")
+        self.understanding = understanding or Understanding()
 
     def answer(self, prompt: str) -> str:
         request = re.search(r"The person's original request: (.*)", prompt)
@@ -371,6 +471,8 @@ class ExtractionDouble(ScriptedModel):
         corrections = [line[2:].strip() for line in section.splitlines() if line.startswith("- ")]
         items, seen = [], set()
         for sentence in corrections:
+            if self.understanding.slips("extract", sentence, fresh=True):
+                continue  # missed
             named = wrong_object(sentence)
             if named is None or named[1] in seen:
                 continue

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-RESULTS, SETTINGS = "results.jsonl", "droc_settings.json"
+RESULTS, SETTINGS, LOOKS = "results.jsonl", "droc_settings.json", "looks.jsonl"
 log = logging.getLogger(__name__)
 
 # old method names still read (command line, saved results and stores) -> their names now
@@ -43,6 +44,39 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_looks(out: Path) -> list[dict[str, Any]]:
+    """The lines of ``out``'s looks.jsonl (the upright/flipped retrieval, one per trial)."""
+    path = out / LOOKS
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def looks_summary(looks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The upright/flipped retrieval accuracy over the trials: mean ± standard error, with and without images."""
+    if not looks:
+        return {}
+    with_looks, by_words = mean_se([r["accuracy"] for r in looks]), mean_se([r["no_visual_accuracy"] for r in looks])
+    return {"trials": len(looks), "queries": sum(r["queries"] for r in looks), "hits": sum(r["hits"] for r in looks),
+            "accuracy": with_looks[0], "accuracy_se": with_looks[1], "no_visual_accuracy": by_words[0],
+            "no_visual_accuracy_se": by_words[1], "descriptor": looks[0]["descriptor"]}
+
+
+def looks_lines(looks: Sequence[Mapping[str, Any]], threshold: float | None = None) -> list[str]:
+    """The report's section on the upright/flipped retrieval ([] when it did not run)."""
+    found = looks_summary(looks)
+    if not found:
+        return []
+    return ["## Upright or flipped cup: retrieval by looks", "",
+            f"Mesh cups from the fixed scene camera, crops by detector box and depth ({found['descriptor']}"
+            + (f", visual threshold {threshold}" if threshold is not None else "") + "): one entry taught on an upright cup, "
+            "one on a flipped cup of another colour; each query cup has the other pose's colour. Right: the first entry "
+            f"retrieved is the query's pose. {found['hits']} of {found['queries']} over {found['trials']} trial(s): accuracy "
+            f"{_cell(found['accuracy'], found['accuracy_se'])} with looks, "
+            f"{_cell(found['no_visual_accuracy'], found['no_visual_accuracy_se'])} by words only.", "",
+            "It proves: whether the descriptor and the threshold bring back the knowledge of the cup's pose rather than of its "
+            "colour (by words alone the two entries tie: right for one pose only); a miss is an entry of the other pose first, "
+            "or none above the threshold.", ""]
+
+
 LEVELS = ("all", "skill", "plan")
 PUBLISHED = ("DROC's paper (Zha et al., 2023, Fig. 2) reports, on a real robot arm: in the first round DROC needed "
              "about half as many corrections as Code as Policies, and after two rounds of teaching it needed few or "
@@ -50,8 +84,49 @@ PUBLISHED = ("DROC's paper (Zha et al., 2023, Fig. 2) reports, on a real robot a
 
 
 def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Corrections per iteration: per task the mean over the iteration's variants, then the mean over the
-    tasks (all, skill-level, plan-level), per method; with the share of episodes done and per-task means."""
+    """Corrections per iteration: per trial and task the mean over the iteration's variants, then the mean over
+    the tasks (all, skill-level, plan-level), per method; then the mean and standard error over the trials
+    (``stderr`` None with one trial). With the share of episodes done and per-task means (over the trials)."""
+    by_trial: dict[int, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_trial.setdefault(int(row.get("trial", 0)), []).append(row)
+    trials = [_one_trial(by_trial[k]) for k in sorted(by_trial)]
+    if not trials:
+        return {"iterations": [], "corrections": {}, "stderr": {}, "success": {}, "per_task": {}, "episodes": 0,
+                "trials": 0, "published": PUBLISHED}
+    methods = list(dict.fromkeys(m for t in trials for m in t["corrections"]))
+    iterations = sorted({i for t in trials for i in t["iterations"]})
+    table: dict[str, dict[str, dict[str, float | None]]] = {}
+    errors: dict[str, dict[str, dict[str, float | None]]] = {}
+    for m in methods:
+        table[m], errors[m] = {}, {}
+        for level in LEVELS:
+            cells = {str(i): [v for t in trials if (v := t["corrections"].get(m, {}).get(level, {}).get(str(i))) is not None]
+                     for i in iterations}
+            table[m][level] = {i: mean_se(vs)[0] for i, vs in cells.items()}
+            errors[m][level] = {i: mean_se(vs)[1] for i, vs in cells.items()}
+    success = {m: {str(i): mean_se([t["success"][m][str(i)] for t in trials if str(i) in t["success"].get(m, {})])[0]
+                   for i in iterations} for m in methods}
+    per_task = {m: {task: {i: mean_se([t["per_task"][m][task][i] for t in trials if i in t["per_task"].get(m, {}).get(task, {})])[0]
+                           for i in iterations if any(i in t["per_task"].get(m, {}).get(task, {}) for t in trials)}
+                    for task in dict.fromkeys(task for t in trials for task in t["per_task"].get(m, {}))} for m in methods}
+    return {"iterations": iterations, "corrections": table, "stderr": errors, "success": success, "per_task": per_task,
+            "episodes": sum(t["episodes"] for t in trials), "trials": len(trials), "published": PUBLISHED}
+
+
+def mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """The mean of ``values`` and its standard error (sample deviation / sqrt(n); None below two values)."""
+    if not values:
+        return None, None
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return round(mean, 3), None
+    deviation = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return round(mean, 3), round(deviation / math.sqrt(len(values)), 3)
+
+
+def _one_trial(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One trial's figures: corrections per method, level and iteration, successes and per-task means."""
     cells: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
     levels: dict[str, str] = {}
     for row in rows:
@@ -59,7 +134,7 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         levels[row["task"]] = row["level"]
     methods = list(dict.fromkeys(m for m, _, _ in cells))
     iterations = sorted({i for _, _, i in cells})
-    per_task = {m: {t: {i: round(sum(r["corrections"] for r in rs) / len(rs), 3)
+    per_task = {m: {t: {i: sum(r["corrections"] for r in rs) / len(rs)
                         for (mm, tt, i), rs in sorted(cells.items()) if mm == m and tt == t}
                     for t in dict.fromkeys(t for mm, t, _ in cells if mm == m)} for m in methods}
     table: dict[str, dict[str, dict[str, float | None]]] = {}
@@ -70,49 +145,125 @@ def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             row = {}
             for i in iterations:
                 values = [v[i] for t, v in per_task[m].items() if i in v and (level == "all" or levels[t] == level)]
-                row[str(i)] = round(sum(values) / len(values), 3) if values else None
+                row[str(i)] = sum(values) / len(values) if values else None
             table[m][level] = row
-        success[m] = {str(i): round(sum(r["success"] for (mm, _, ii), rs in cells.items() if mm == m and ii == i for r in rs)
-                                    / max(1, sum(len(rs) for (mm, _, ii), rs in cells.items() if mm == m and ii == i)), 3)
-                      for i in iterations}
+        success[m] = {str(i): sum(r["success"] for (mm, _, ii), rs in cells.items() if mm == m and ii == i for r in rs)
+                      / max(1, sum(len(rs) for (mm, _, ii), rs in cells.items() if mm == m and ii == i)) for i in iterations}
     return {"iterations": iterations, "corrections": table, "success": success, "per_task": per_task,
-            "episodes": sum(len(rs) for rs in cells.values()), "published": PUBLISHED}
+            "episodes": sum(len(rs) for rs in cells.values())}
 
 
 def format_table(summary: Mapping[str, Any]) -> str:
-    """The corrections-per-iteration table (markdown): a column per level and iteration."""
+    """The corrections-per-iteration table (markdown): a column per level and iteration, mean ± standard error."""
     its = summary["iterations"]
+    errors = summary.get("stderr", {})
     head = ["method", *(f"{level} {i}" for level in LEVELS for i in its), *(f"done {i}" for i in its)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for method, levels in summary["corrections"].items():
-        cells = [_cell(levels[level][str(i)]) for level in LEVELS for i in its]
+        cells = [_cell(levels[level][str(i)], errors.get(method, {}).get(level, {}).get(str(i))) for level in LEVELS for i in its]
         done = [f"{summary['success'][method][str(i)]:.0%}" for i in its]
         lines.append("| " + " | ".join([method, *cells, *done]) + " |")
     return "\n".join(lines)
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def _cell(value: float | None, error: float | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if error is None else f"{value:.2f} ± {error:.2f}"
 
 
-def write_summary(out: Path) -> tuple[Path, str]:
-    """summary.json and report.md of ``out``; returns report.md's path and the table."""
+def role_means(rows: Iterable[Mapping[str, Any]], method: str, roles: Sequence[str] = (), iterations: Sequence[int] = ()
+               ) -> dict[int, float]:
+    """Per trial, ``method``'s mean corrections over its episodes of ``roles`` (all when empty) in ``iterations`` (all when empty)."""
+    cells: dict[int, list[int]] = {}
+    for row in rows:
+        if row["method"] == method and (not roles or row.get("role") in roles) and (not iterations or int(row["iteration"]) in iterations):
+            cells.setdefault(int(row.get("trial", 0)), []).append(int(row["corrections"]))
+    return {k: sum(v) / len(v) for k, v in cells.items()}
+
+
+def compare(rows: Sequence[Mapping[str, Any]], a: str, b: str, roles: Sequence[str] = (), iterations: Sequence[int] = ()) -> str:
+    """'a x ± se, b y ± se, b - a d ± se over n trials' for the episodes of ``roles`` in ``iterations`` ('' when one is missing)."""
+    one, two = role_means(rows, a, roles, iterations), role_means(rows, b, roles, iterations)
+    paired = sorted(one.keys() & two.keys())
+    if not paired:
+        return ""
+    (ma, sa), (mb, sb) = mean_se([one[k] for k in paired]), mean_se([two[k] for k in paired])
+    md, sd = mean_se([two[k] - one[k] for k in paired])
+    return f"{a} {_cell(ma, sa)}, {b} {_cell(mb, sb)}, difference ({b} - {a}) {_cell(md, sd)} over {len(paired)} trial(s)"
+
+
+# the figures of the report and what each proves (with the doubles: the mechanics under imperfect reading)
+FIGURES = (
+    ("DROC against CaP, iterations 2 and 3 (every variant)", "droc", "cap", (), (2, 3),
+     "that what the handler and the extractor distil from corrections comes back for the same and similar objects later "
+     "(fewer corrections), where CaP, which keeps nothing, must be corrected again."),
+    ("DROC against CaP, iteration 1 (nothing learned yet)", "droc", "cap", (), (1,),
+     "how much the correction handler alone saves within an episode (a re-run from the person's words against the model "
+     "rewriting its call itself), before any knowledge exists."),
+    ("DROC against no prior knowledge, iterations 2 and 3", "droc", "droc-no-prior", (), (2, 3),
+     "that the later gain comes from the stored knowledge, not from easier variants: the same episodes with the store "
+     "emptied before each need the corrections again."),
+    ("DROC against retrieval without images, similar objects", "droc", "droc-no-visual", ("similar",), (),
+     "that the object's looks retrieve knowledge for a lookalike the text does not tie to the taught one (only where the "
+     "names differ; a lookalike sharing the taught object's name is found by text alone)."),
+    ("DROC against every entry applied, dissimilar objects", "droc", "droc-retrieve-all", ("dissimilar",), (),
+     "that the retrieval's selection keeps knowledge away from an object that looks different and does not want it."),
+    ("DROC against the whole history (Ours-E)", "droc", "droc-full-history", (), (),
+     "what the handler's history selection buys: with the doubles only through the extra calls a whole history lists to be "
+     "mistaken for the one corrected (with noise 0 the two are equal by construction); a model may differ more."),
+)
+
+
+def figure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per figure of ``FIGURES`` that the results hold: the numbers, then what it proves."""
+    lines = []
+    for title, a, b, roles, iterations, proves in FIGURES:
+        numbers = compare(rows, a, b, roles, iterations)
+        if numbers:
+            lines.append(f"- **{title}**: {numbers}. It proves {proves}")
+    return lines
+
+
+def write_summary(out: Path, extra: Sequence[str] = ()) -> tuple[Path, str]:
+    """summary.json and report.md of ``out`` (``extra``: more report lines, e.g. the looks' accuracy); returns
+    report.md's path and the table."""
     rows = read_results(out)
     summary = summarise(rows)
+    looks = read_looks(out)
+    if looks:
+        summary["upright_flipped"] = looks_summary(looks)
+        extra = [*looks_lines(looks, _visual_threshold()), *extra]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     table = format_table(summary)
     settings = json.loads((out / SETTINGS).read_text()) if (out / SETTINGS).is_file() else {}
     tasks = "\n".join(f"| {m} | {t} | " + " | ".join(_cell(v.get(i)) for i in summary["iterations"]) + " |"
                       for m, per in summary["per_task"].items() for t, v in per.items())
     lines = ["# DROC evaluation: corrections per iteration", "",
-             f"Models: {settings.get('models', '?')}; at most {settings.get('max_corrections', '?')} corrections per episode; "
-             f"{summary['episodes']} episodes. Per task the mean over the iteration's variants, then the mean over tasks "
-             "(all, skill-level, plan-level tasks); 'done': the share of episodes that ended with the task done.", "",
-             table, "", "## Per task", "", "| method | task | " + " | ".join(f"iter {i}" for i in summary["iterations"]) + " |",
-             "|---|---|" + "---|" * len(summary["iterations"]), tasks, "", "## Published shape", "", PUBLISHED, ""]
+             f"Models: {settings.get('models', '?')}; reading noise {settings.get('noise', 0.0)}; at most "
+             f"{settings.get('max_corrections', '?')} corrections per episode; {summary['trials']} trial(s), "
+             f"{summary['episodes']} episodes. Per trial and task the mean over the iteration's variants, then the mean over "
+             "tasks (all, skill-level, plan-level tasks), then mean ± standard error over the trials; 'done': the share of "
+             "episodes that ended with the task done.", "",
+             table, "", "It proves: the corrections a method needs per iteration, so whether they fall as it is taught "
+             "(a method that learns) or stay (one that does not), under the same reading noise for every method.", "",
+             "## What each comparison proves", "", *figure_lines(rows), "",
+             "## Per task (mean over trials)", "", "| method | task | " + " | ".join(f"iter {i}" for i in summary["iterations"]) + " |",
+             "|---|---|" + "---|" * len(summary["iterations"]), tasks, "", *extra, "## Published shape", "", PUBLISHED, ""]
     if settings.get("models") == "doubles":
         lines += ["With `--models doubles` these figures prove the mechanics (handler, extraction, retrieval, the "
-                  "person from the ground truth), not any model's quality: see teachbot.evaluation.droc_doubles.", ""]
+                  "person from the ground truth) under the doubles' seeded misreadings, not any model's quality: see "
+                  "teachbot.evaluation.droc_doubles.", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path, table
+
+
+def _visual_threshold() -> float | None:
+    """config/knowledge.yaml's visual threshold (None when it cannot be read)."""
+    try:
+        from teachbot.knowledge import KnowledgeConfig  # deferred: the report reads files; the knowledge package only here
+
+        return KnowledgeConfig.load().visual_threshold
+    except Exception:  # noqa: BLE001 - the report goes on without it
+        return None
