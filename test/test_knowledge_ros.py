@@ -65,8 +65,8 @@ def crop(colour: tuple[int, int, int], seed: int = 0, step: bool = False) -> tup
 
 
 RED, BLUE = (200, 30, 30), (40, 60, 200)
-# tools/calibrate_looks.py's threshold for descriptor v2 (Issue 29 item 4): same-pose cups at other places and yaws score
-# above it, other-pose cups below; proposed as the retrieval threshold (config/knowledge.yaml still says 0.85, v1's)
+# tools/calibrate_looks.py's threshold for descriptor v2 from the cups alone (Issue 29 item 4): same-pose cups at other
+# places and yaws score above it, other-pose cups below (config/knowledge.yaml's 0.688 also weighs the DROC objects' pairs)
 CALIBRATED_THRESHOLD = 0.62
 
 
