@@ -55,6 +55,8 @@ def test_the_cases_the_simulator_once_contradicted_agree_for_their_reason(worlds
         verdict = sim_verdict(cases[case_id], worlds)
         assert verdict.agrees and verdict.shown == shown, verdict
         assert words in verdict.why, verdict.why
+    # the bread moved to the table's far edge is out of reach only: nothing within the fingers' clearance of it
+    assert worlds.tools_for(cases["hh-iu1-03"]).check_obj_relationship("blocking", "bread") == "Nothing is blocking bread."
 
 
 @pytest.mark.slow
