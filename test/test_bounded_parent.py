@@ -19,7 +19,7 @@ from teachbot.language.dialog import CUT, DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
 from teachbot.language.transcript import ELIDED, Entry, Transcript
 from teachbot.llm.scripted import ScriptedModel
-from teachbot.sandbox.executor import SandboxExecutor
+from teachbot.sandbox.executor import SandboxExecutor, SandboxLimits
 
 pytestmark = pytest.mark.timeout(pytest_timeout(60))
 
@@ -61,7 +61,9 @@ class Robot:
 def console():
     """The real sandbox with the tabletop API bound as the interaction core binds it (with the bounds)."""
     robot = Robot()
-    with SandboxExecutor(RobotApi.load("tabletop").bind(robot.functions(), bounds=BOUNDS)) as executor:
+    # what is under test is memory, not speed: 1000 say() round trips can pass the shipped 10 s at load 19 on 2 cores
+    limits = SandboxLimits(wall_time=120.0)
+    with SandboxExecutor(RobotApi.load("tabletop").bind(robot.functions(), bounds=BOUNDS), limits) as executor:
         yield robot, executor
 
 

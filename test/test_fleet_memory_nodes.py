@@ -32,9 +32,10 @@ from pg_server import PgServer, pg_server  # noqa: F401 - the fixture
 from timing import deadline, timeout
 
 # A lesson learned on one robot is in the others' retrieval within this. The goal is 1 s (issue 16) and
-# bench/fleet_memory.py measures it ("reach"); here the bound only has to tell a notified delivery from none,
-# so a loaded machine (a 1.18 s delivery at load 15 on 2 cores) cannot fail the test.
-GOAL_S = timeout(5.0)
+# bench/fleet_memory.py measures it ("reach"); here the bound only has to tell a notified delivery from none
+# (without a notification a lesson arrives only with the catch-up after a reconnect, which phase 1 never has),
+# so it is far above what a loaded machine takes (1.18 s at load 15, 5.2 s at load 19 on 2 cores).
+GOAL_S = timeout(30.0)
 BACK_S = 8.0  # after the server is back: listener backoff (<= 2 s), reconnect, flush and catch-up, under load
 ROBOTS = ("arm-a", "arm-b", "arm-c")
 POLL_S = 0.1  # the watcher's retrieval period (each poll costs CPU: 2 cores are shared)
