@@ -60,7 +60,8 @@ def test_goal_answered_during_send_completes_the_returned_future(node_and_server
         future.add_done_callback(lambda _f, done=done: done.set())
         assert done.wait(timeout(10.0)), "the goal's answer went to a future nobody holds"
         assert future.result().accepted
-    client.destroy()
+    # the client goes with the node, after the fixture's executor has stopped (destroying it while the executor
+    # spins would race the executor's wait set)
 
 
 def test_every_goal_sender_uses_the_race_free_client():
