@@ -22,12 +22,13 @@ from teachbot.errors import ConfigError
 from teachbot.evaluation.droc import METHODS, DrocConfig, double_models, format_table, read_results, run_droc, summarise, write_summary
 from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, read_parameter, wrong_object
 from teachbot.evaluation.droc_tasks import load_tasks
+from teachbot.knowledge import KnowledgeStore
 from teachbot.paths import config_path
 
 pytestmark = pytest.mark.timeout(pytest_timeout(600))
 
 MAT = "square drink mat"
-ALL = ("droc", "droc-full-history", "droc-no-prior", "droc-no-visual", "droc-retrieve-all", "cap")
+ALL = ("droc", "droc-full-history", "droc-no-prior", "droc-no-visual", "droc-retrieve-all", "droc-rule-skills", "cap")
 
 
 def skill_tasks(tmp: Path):
@@ -124,6 +125,27 @@ def test_the_handlers_two_steps_and_their_raw_answers_are_in_the_results(skill_r
             other = rows["droc-full-history", key[1], key[2]]
             assert (other["corrections"], other["success"], other["params"]) == (row["corrections"], row["success"], row["params"])
     assert rows["cap", "thin_coaster", "coaster"]["handler"] == [] and rows["cap", "thin_coaster", "coaster"]["history_selection"] is None
+
+
+def test_skill_knowledge_comes_from_the_extractors_skill_prompt_and_the_rules_are_the_ablation(skill_run) -> None:
+    out, rows = skill_run
+    teach, ablation = rows["droc", "thin_coaster", "coaster"], rows["droc-rule-skills", "thin_coaster", "coaster"]
+    skill = [a["raw"] for a in teach["extractor"] if '"object_state"' in a["raw"]]
+    assert skill and all(raw.startswith("Reasoning:") for raw in skill)  # the raw skill answers, reasoning first
+    assert any('"grasp_height_offset": -' in raw for raw in skill) and teach["extractor_unread"] == []
+    assert not any('"object_state"' in a["raw"] for a in ablation["extractor"])  # the ablation sends no skill prompt
+    store = KnowledgeStore(out / "knowledge" / "droc")
+    learned = [e for e in store.list() if e.kind == "skill_parameter"]
+    assert learned and {e.provenance.model for e in learned} == {"extraction:droc-double"}
+    ruled = [e for e in KnowledgeStore(out / "knowledge" / "droc-rule-skills").list() if e.kind == "skill_parameter"]
+    assert ruled and {e.provenance.model for e in ruled} == {"rule"}
+    # the double reads the skill prompt as the rules read the calls: at noise 0 the two agree
+    for key, row in rows.items():
+        if key[0] == "droc":
+            other = rows["droc-rule-skills", key[1], key[2]]
+            assert (other["corrections"], other["success"], other["params"]) == (row["corrections"], row["success"], row["params"])
+    report = write_summary(out)[0].read_text()
+    assert "rules ablation of skill knowledge (droc-rule-skills)" in report and "Extractor answers that could not be used: none" in report
 
 
 def test_cap_keeps_nothing_and_needs_the_same_corrections_every_time(skill_run) -> None:
@@ -352,6 +374,14 @@ def test_the_doubles_misread_at_their_noise_level_from_the_words_and_the_seed() 
     request = ("The person's original request: bring me my cup\nThe person's corrections:\n"
                "- No, not the red cup. My cup is the blue cup.\n\nAlready learned")
     assert ExtractionDouble(Understanding(1.0)).answer(request).endswith("[]")  # the correction missed
+    skill = ("def open(thing: str, *, pull_distance: float = 0.32) -> str:\n    # parameters:\n"
+             "    #   pull_distance: default 0.32 m, range [0.1, 0.32] m; how far\n\nThe skill: open\n"
+             "The object it acted on: cupboard\n\nThe person's corrections of this skill:\n- A bit less.\n\n"
+             "The skill's calls after the correction, in order, each with what the console printed:\n"
+             ">>> open('cupboard', pull_distance=0.27)\n'success'\n>>> open('cupboard', pull_distance=0.22)\n'success'\n")
+    read = ExtractionDouble(Understanding(0.0)).answer(skill)
+    assert read.startswith("Reasoning:") and '"parameters": {"pull_distance": 0.22}' in read  # the last call's value
+    assert '"parameters": {}' in ExtractionDouble(Understanding(1.0)).answer(skill)  # the correction missed
     assert "blue cup" in ExtractionDouble(Understanding(0.0)).answer(request)
     with pytest.raises(ValueError, match="noise"):
         Understanding(1.5)

@@ -27,6 +27,8 @@ from teachbot.robot_profile import RobotProfile
 from teachbot.skills.parameters import SkillParameters
 
 ROOT = Path(__file__).resolve().parents[1]
+PLAN_PROMPT = "Distil what the robot should remember"  # the first line of prompts/droc_extract.txt
+SKILL_PROMPT = "The skill's calls after the correction"  # the calls section of prompts/droc_extract_skill.txt
 SCENE = ("red cup", "blue cup", "apple", "milk", "sponge")
 TRANSCRIPT = """\
 >>> wait_for_trigger()
@@ -119,8 +121,12 @@ def household() -> tuple[RobotApi, SkillParameters]:
     return RobotApi.load("household"), SkillParameters.load("household", profile=RobotProfile.load("household_sim"))
 
 
-def extractor(household, respond: Callable[[str], str] | None = None, config: ExtractionConfig | None = None,
+RULES = ExtractionConfig(rule_skill_knowledge=True)  # the ablation: skill knowledge by rule, no skill prompt
+
+
+def extractor(household, respond: Callable[[str], str] | None = None, config: ExtractionConfig | None = RULES,
               model: ScriptedModel | None = None) -> tuple[KnowledgeExtractor, ScriptedModel]:
+    """An extractor with a scripted model; by default the rules ablation (the plan prompt only)."""
     model = model or ScriptedModel(respond=respond or reader(), name="extract-model")
     return KnowledgeExtractor(model, household[0], household[1], config), model
 
@@ -142,6 +148,7 @@ def test_rule_entries_come_from_the_recorded_skill_corrections(household) -> Non
     assert grasp.provenance.source == ("grasp it a bit higher", "a bit more")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", grasp.created)
     assert "Grasp the red cup with grasp_height_offset=0.03" in model.prompts[0]  # the model is told what is learned
+    assert len(model.prompts) == 1 and PLAN_PROMPT in model.prompts[0]  # the ablation sends no skill prompt
 
 
 def test_a_rule_value_outside_its_range_is_left_out(household) -> None:
@@ -172,7 +179,7 @@ def test_the_models_entries_are_checked(household, style: str) -> None:
 
 
 def test_at_most_max_entries_from_the_model(household) -> None:
-    extract, _ = extractor(household, config=ExtractionConfig(max_entries=1))
+    extract, _ = extractor(household, config=ExtractionConfig(max_entries=1, rule_skill_knowledge=True))
     entries = extract.extract(TRANSCRIPT, scene_objects=SCENE)
     assert [e.provenance.model for e in entries] == ["rule", "rule", "extract-model"] and entries[2].kind == "preference"
 
@@ -188,6 +195,8 @@ def test_an_unreadable_answer_or_a_failing_model_leaves_the_rule_entries(househo
                                                                          caplog: pytest.LogCaptureFixture) -> None:
     extract, _ = extractor(household, respond=lambda _p: answer)
     assert [e.provenance.model for e in extract.extract(TRANSCRIPT, scene_objects=SCENE)] == ["rule", "rule"]
+    read = answer == '{"kind": 3}'  # read, its item dropped as of no known kind; the others are counted, not hidden
+    assert [(u["prompt"], u["raw"]) for u in extract.unread] == ([] if read else [("plan", answer)])
 
     def fail(_prompt: str) -> str:
         raise LLMError("the server is down")
@@ -244,8 +253,8 @@ def test_the_objects_image_embedding_is_attached(household, tmp_path: Path) -> N
 
 
 def test_the_shipped_config_and_bad_values() -> None:
-    assert ExtractionConfig.load() == ExtractionConfig()
-    assert (ROOT / "prompts" / ExtractionConfig().prompt).is_file()
+    assert ExtractionConfig.load() == ExtractionConfig() and not ExtractionConfig().rule_skill_knowledge  # the ablation: off
+    assert (ROOT / "prompts" / ExtractionConfig().prompt).is_file() and (ROOT / "prompts" / ExtractionConfig().skill_prompt).is_file()
     for key, value, message in (("max_entries", -1, "extraction.max_entries >= 0"),
                                 ("prompt", "", "knowledge.extraction.prompt must be a non-empty string"),
                                 ("max_entry", 3, "unknown key knowledge.extraction.max_entry")):
@@ -272,3 +281,65 @@ def test_a_place_correction_is_learned_for_the_object_put_down(household) -> Non
 """
     [entry] = KnowledgeExtractor(None, household[0], household[1]).rule_entries(transcript, request="put the red mug on the table")
     assert (entry.skill, entry.object, dict(entry.parameters)) == ("place_object", "red mug", {"place_offset_across": 0.017})
+
+
+# ---------------------------------------------------------------------------------------------- skill prompt (the default)
+def skill_reader(answers: dict[str, str], plan: str = "Reasoning: nothing beyond the skills.\n[]") -> Callable[[str], str]:
+    """Answers a skill prompt with ``answers[skill]``, the plan prompt with ``plan``."""
+
+    def respond(prompt: str) -> str:
+        if SKILL_PROMPT not in prompt:
+            assert PLAN_PROMPT in prompt
+            return plan
+        assert PLAN_PROMPT not in prompt  # the two prompts are kept apart
+        return answers[re.search(r"^The skill: (\w+)", prompt, re.M).group(1)]
+
+    return respond
+
+
+GRASP_ANSWER = ("Reasoning: the person wanted the red cup grasped higher, twice; the last grasp used 0.04 and then 0.03, "
+                "but the person's 'a bit more' means the 0.04 worked.\n"
+                '{"skill": "grasp", "object": "red cup", "parameters": {"grasp_height_offset": 0.04}, '
+                '"object_state": "The red cup is in the gripper."}')
+OPEN_ANSWER = ('Reasoning: the drawer was pulled halfway.\n```json\n{"skill": "open", "object": "cupboard", '
+               '"parameters": {"pull_distance": 0.16}, "object_state": ""}\n```')
+
+
+def test_skill_knowledge_comes_from_the_skill_prompt_after_each_corrected_skill(household) -> None:
+    extract, model = extractor(household, respond=skill_reader({"grasp": GRASP_ANSWER, "open": OPEN_ANSWER}), config=None)
+    entries = extract.extract(TRANSCRIPT, scene_objects=SCENE, episode_id="ep-7")
+    assert [(e.kind, e.skill, e.object, dict(e.parameters), e.provenance.model) for e in entries] == [
+        ("skill_parameter", "grasp", "red cup", {"grasp_height_offset": 0.04}, "extract-model"),  # the rules would say 0.03
+        ("object_state", "", "red cup", {}, "extract-model"),
+        ("skill_parameter", "open", "cupboard", {"pull_distance": 0.16}, "extract-model"),
+    ]
+    assert entries[1].text == "The red cup is in the gripper." and entries[0].provenance.source == ("grasp it a bit higher", "a bit more")
+    grasp, drawer, plan = model.prompts
+    assert SKILL_PROMPT in grasp and SKILL_PROMPT in drawer and PLAN_PROMPT in plan
+    for part in ("The skill: grasp", "The object it acted on: red cup", "- grasp it a bit higher\n- a bit more",
+                 ">>> grasp('red cup', grasp_height_offset=0.02)\n'success'", ">>> grasp('red cup', grasp_height_offset=0.03)",
+                 "(nothing known)", "Reasoning:"):
+        assert part in grasp, part
+    assert ">>> open(" not in grasp and "- red cup: The red cup is in the gripper." in drawer  # the state is tracked
+    assert "Grasp the red cup with grasp_height_offset=0.04" in plan and "Reasoning:" in plan  # plan level sees the skills' knowledge
+    assert extract.unread == []
+
+
+def test_an_unreadable_skill_answer_is_counted_and_nothing_stands_in(household, caplog: pytest.LogCaptureFixture) -> None:
+    vague = "Reasoning: the person wanted it higher. I would grasp it higher."
+    too_far = '{"skill": "open", "object": "cupboard", "parameters": {"pull_distance": 0.5}, "object_state": ""}'
+    extract, model = extractor(household, respond=skill_reader({"grasp": vague, "open": too_far}), config=None)
+    with caplog.at_level("WARNING"):
+        entries = extract.extract(TRANSCRIPT, scene_objects=SCENE)
+    assert entries == [] and len(model.prompts) == 3  # no rule entry in their place
+    assert [(u["prompt"], u["raw"]) for u in extract.unread] == [("skill", vague), ("skill", too_far)]
+    assert "out of its range" in extract.unread[1]["why"] and "cannot use the model's answer to the skill prompt" in caplog.text
+
+
+def test_without_a_model_or_with_the_ablation_no_skill_prompt(household) -> None:
+    ablation, model = extractor(household, respond=skill_reader({}), config=RULES)
+    assert [(e.skill, e.provenance.model) for e in ablation.extract(TRANSCRIPT)] == [("grasp", "rule"), ("open", "rule")]
+    assert all(SKILL_PROMPT not in p for p in model.prompts)
+    off = ExtractionConfig(max_entries=0)
+    extract, model = extractor(household, respond=skill_reader({"grasp": GRASP_ANSWER, "open": OPEN_ANSWER}), config=off)
+    assert [e.provenance.model for e in extract.extract(TRANSCRIPT)] == ["extract-model"] * 3 and len(model.prompts) == 2

@@ -23,7 +23,7 @@ from teachbot.commands.llm_args import checked_llm_config
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
 # teachbot.evaluation.droc.METHODS (kept light); droc-all-history, the old name of droc-retrieve-all, is still accepted
 DEFAULT_NOISE = 0.1  # the doubles' reading noise unless --noise says otherwise
-METHODS = ("droc", "droc-full-history", "droc-no-prior", "droc-retrieve-all", "droc-no-visual", "cap")
+METHODS = ("droc", "droc-full-history", "droc-no-prior", "droc-retrieve-all", "droc-no-visual", "droc-rule-skills", "cap")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -31,7 +31,9 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("droc", help="DROC's evaluation: corrections per iteration for DROC, its ablations and CaP")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated: {', '.join(METHODS)} (default all; "
                    "droc-full-history is the paper's Ours-E, the correction handler given the whole history; "
-                   "droc-retrieve-all turns off the retrieval's selection and was called droc-all-history)")
+                   "droc-retrieve-all turns off the retrieval's selection and was called droc-all-history; "
+                   "droc-rule-skills is the ablation whose skill knowledge comes by rule from the re-run calls, "
+                   "not from the extractor's skill prompt)")
     p.add_argument("--tasks", default="", help="comma-separated task ids of config/benchmarks/droc/ (default all, "
                    "run in the config's order)")
     p.add_argument("--iterations", type=int, default=3, help="iterations per task, 1-3 (default 3)")

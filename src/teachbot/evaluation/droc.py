@@ -34,6 +34,9 @@ Methods (``METHODS``):
   wins), whatever the task or the object: the retrieval's selection switched off. (Its old name,
   ``droc-all-history``, is still read, with a deprecation warning: it never was the paper's Ours-E.)
 - ``droc-no-visual``: retrieval without images: an object matched by its name and the task's text only.
+- ``droc-rule-skills``: the ablation of the extractor's skill level: skill knowledge by rule from the values
+  the re-run calls wrote (``knowledge.extraction.rule_skill_knowledge``), no skill prompt; the others run
+  the extractor's skill prompt after each corrected skill, as deployed (the same ``KnowledgeExtractor``).
 - ``cap``: Code as Policies: no handler, no knowledge; the correction is a new instruction to the
   interaction model, which writes the next statement itself.
 
@@ -43,7 +46,8 @@ stores of its own (trial 0 in ``OUT/knowledge/<method>``, trial k in ``OUT/knowl
 
 Results: one line per (trial, method, task, iteration, variant) in ``results.jsonl`` (an existing line is
 skipped when the same command runs again; the stores on disk carry on), with the handler's raw answers of
-both steps per correction (``handler``) and the extraction model's raw answers (``extractor``); with
+both steps per correction (``handler``), the extraction model's raw answers (``extractor``) and those of
+them it could not use (``extractor_unread``: which prompt, the answer, why; counted in the report); with
 ``looks``, one line per trial in ``looks.jsonl``: the upright/flipped retrieval of mesh cups
 (teachbot.evaluation.droc_looks); then ``summary.json`` and ``report.md`` (:func:`write_summary`: mean ±
 standard error over the trials).
@@ -118,6 +122,7 @@ class DrocMethod:
     prior: bool = True
     description: str = ""
     history_selection: bool = True
+    rule_skills: bool = False  # the ablation: skill knowledge by rule from the re-run calls, not the extractor's skill prompt
 
 
 METHODS: dict[str, DrocMethod] = {m.name: m for m in (
@@ -127,6 +132,8 @@ METHODS: dict[str, DrocMethod] = {m.name: m for m in (
     DrocMethod("droc-no-prior", prior=False, description="as droc, the knowledge store emptied before every episode"),
     DrocMethod("droc-retrieve-all", knowledge="all", description="as droc, every entry shown and every learned parameter applied"),
     DrocMethod("droc-no-visual", knowledge="no-visual", description="as droc, objects matched by name and task text only"),
+    DrocMethod("droc-rule-skills", rule_skills=True,
+               description="ablation: as droc, skill knowledge by rule from the re-run calls' values, not the LLM extractor"),
     DrocMethod("cap", handler=False, knowledge="", prior=False,
                description="Code as Policies: the correction is a new instruction to the interaction model"),
 )}
@@ -297,14 +304,16 @@ class MethodAgent:
         if hasattr(model, "begin"):
             model.begin(task, variant)
         logs: list[str] = []
-        knowledge = learner = handler = None
+        knowledge = learner = handler = extractor = None
         if self.store is not None:
             looks = self.method.knowledge == "retrieval"
             source = AllHistory(self.store) if self.method.knowledge == "all" else \
                 LocalKnowledge(self.retriever, self.images.get if looks else None)
             knowledge = (AllHistoryKnowledge if self.method.knowledge == "all" else ConsoleKnowledge)(
                 source, parameters.declared, logs.append, inject=self.inject)
-            extractor = KnowledgeExtractor(self.models.extraction, api, parameters, ExtractionConfig.load())
+            extraction = ExtractionConfig.load()
+            extraction = dataclasses.replace(extraction, rule_skill_knowledge=extraction.rule_skill_knowledge or self.method.rule_skills)
+            extractor = KnowledgeExtractor(self.models.extraction, api, parameters, extraction)
             learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api, "off"),
                                          extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
         if self.method.handler:
@@ -335,6 +344,7 @@ class MethodAgent:
                 "world": task.world, "corrections": len(person.said), "success": person.success, "said": list(person.said),
                 "params": recorder.params() or {}, "applied": applied, "shown": person.shown, "stops": stops,
                 "handler": handler.answers if handler is not None else [], "extractor": list(self.extracted),
+                "extractor_unread": list(extractor.unread) if extractor is not None else [],
                 "selection": list(self.selected) if self.method.knowledge in ("retrieval", "no-visual") else [],
                 "history_selection": self.method.history_selection if self.method.handler else None,
                 "knowledge_entries": len(self.store.list()) if self.store is not None else 0, "tokens": tokens,

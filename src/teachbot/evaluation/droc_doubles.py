@@ -27,9 +27,10 @@ double answers from what its prompt holds, in the styles chat models use (fenced
   way" -> the declared default, "not the X ... the Y" -> plan-level; "a bit more" or "a bit less" without a
   parameter word repeats (or reverses) the parameter change of a skill-level note, when the history shown
   holds one.
-- ``ExtractionDouble`` reads the corrections out of the extractor's prompt (prompts/droc_extract.txt) and
-  distils a "not the X but the Y" into a task constraint about Y; skill-level corrections it leaves to the
-  extractor's rule entries (the re-run calls).
+- ``ExtractionDouble`` reads the corrections out of the extractor's plan prompt (prompts/droc_extract.txt)
+  and distils a "not the X but the Y" into a task constraint about Y; the skill prompt
+  (prompts/droc_extract_skill.txt) it answers from the calls that prompt lists: the declared parameters
+  (of the prompt's API block) they wrote, the last value winning, after a line of reasoning.
 
 Imperfect understanding (``Understanding``): one named level, ``noise``, the same for every method, and a
 seed (one per trial). Each reading a double makes can go wrong with probability ``noise``, drawn from the
@@ -39,7 +40,7 @@ lower" as higher, the object it names as the one it does not mean) or, when its 
 calls, take another call for the one being corrected (more history to read, more chances to slip); the
 interaction double can miss a line of its "# What I know:" block or not take in a correction naming the
 right object, and CaP's double read a direction the other way round; the extraction double can miss a
-correction. With ``noise`` 0 they read perfectly (the mechanics tests).
+correction (at either level). With ``noise`` 0 they read perfectly (the mechanics tests).
 
 What they cannot show: whether a model finds the right parameter or object from free wording, writes no
 keyword when it should, or invents knowledge; those need ``--models config``. Both interaction doubles
@@ -458,6 +459,9 @@ def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:
     return {name: float(value) for name, value in found}
 
 
+SKILL_CALLS = "The skill's calls after the correction"  # the calls section of prompts/droc_extract_skill.txt
+
+
 class ExtractionDouble(ScriptedModel, NoisyReader):
     """The extraction model's stand-in (see the module docstring)."""
 
@@ -466,6 +470,9 @@ class ExtractionDouble(ScriptedModel, NoisyReader):
         self.understanding = understanding or Understanding()
 
     def answer(self, prompt: str) -> str:
+        """The plan prompt's answer (a JSON list) or, for the skill prompt, :meth:`skill_answer`."""
+        if SKILL_CALLS in prompt:
+            return self.skill_answer(prompt)
         request = re.search(r"The person's original request: (.*)", prompt)
         section = prompt.split("The person's corrections:", 1)[-1].split("\n\n", 1)[0]
         corrections = [line[2:].strip() for line in section.splitlines() if line.startswith("- ")]
@@ -484,3 +491,24 @@ class ExtractionDouble(ScriptedModel, NoisyReader):
         if not items:
             return "The re-run calls already say what changed; nothing else to remember.\n[]"
         return "From the corrections, the robot should remember:\n```json\n" + json.dumps(items, indent=1) + "\n```"
+
+    def skill_answer(self, prompt: str) -> str:
+        """The skill prompt's answer, from its text: the declared parameters (the prompt's API block) the listed
+        calls of the skill wrote, the last value winning; a missed correction (a slip) gives none."""
+        skill = re.search(r"^The skill: (\w+)", prompt, re.M)
+        obj = re.search(r"^The object it acted on: (.*)", prompt, re.M)
+        name, thing = (skill.group(1) if skill else ""), (obj.group(1).strip() if obj else "")
+        said = prompt.split("The person's corrections of this skill:", 1)[-1].split("\n\n", 1)[0].strip()
+        if self.understanding.slips("extract-skill", said, fresh=True):
+            return (f"Reasoning: the robot did {name}() again; I see no parameter the person asked to change.\n"
+                    + json.dumps({"skill": name, "object": thing, "parameters": {}, "object_state": ""}))
+        declared = _declared_defaults(prompt, name)
+        values: dict[str, Any] = {}
+        for line in prompt.split(SKILL_CALLS, 1)[-1].splitlines():
+            parsed = _parse_call(line[4:]) if line.startswith(">>> ") else None
+            if parsed is not None and parsed[0] == name:
+                values.update({k: v for k, v in parsed[2].items() if k in declared})
+        why = ", ".join(f"{k}={v}" for k, v in values.items()) or "no parameter"
+        return (f"Reasoning: the person corrected {name}() on the {thing}; the calls after the correction used {why}, "
+                f"the last value of each is what worked.\n```json\n"
+                + json.dumps({"skill": name, "object": thing, "parameters": values, "object_state": ""}) + "\n```")

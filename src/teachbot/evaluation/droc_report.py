@@ -212,6 +212,9 @@ FIGURES = (
     ("DROC against the whole history (Ours-E)", "droc", "droc-full-history", (), (),
      "what the handler's history selection buys: with the doubles only through the extra calls a whole history lists to be "
      "mistaken for the one corrected (with noise 0 the two are equal by construction); a model may differ more."),
+    ("DROC against its rules ablation of skill knowledge (droc-rule-skills)", "droc", "droc-rule-skills", (), (),
+     "what reading skill knowledge with the extractor's skill prompt costs or buys against storing the re-run calls' values "
+     "by rule: with the doubles only the skill prompt's missed corrections (equal at noise 0); a model may misread or add more."),
 )
 
 
@@ -223,6 +226,21 @@ def figure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if numbers:
             lines.append(f"- **{title}**: {numbers}. It proves {proves}")
     return lines
+
+
+def unread_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The extractor's answers that could not be used, per method and prompt (counted, never replaced)."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for unread in row.get("extractor_unread") or ():
+            per = counts.setdefault(str(row.get("method", "?")), {})
+            per[str(unread.get("prompt", "?"))] = per.get(str(unread.get("prompt", "?")), 0) + 1
+    answers = sum(len(row.get("extractor") or ()) for row in rows)
+    if not counts:
+        return [f"Extractor answers that could not be used: none of {answers}.", ""]
+    listed = "; ".join(f"{m}: " + ", ".join(f"{n} {p} prompt" for p, n in sorted(per.items())) for m, per in sorted(counts.items()))
+    return [f"Extractor answers that could not be used (no entry stored for them, nothing in their place), of {answers}: "
+            f"{listed} (`extractor_unread` in results.jsonl).", ""]
 
 
 def write_summary(out: Path, extra: Sequence[str] = ()) -> tuple[Path, str]:
@@ -247,7 +265,7 @@ def write_summary(out: Path, extra: Sequence[str] = ()) -> tuple[Path, str]:
              "episodes that ended with the task done.", "",
              table, "", "It proves: the corrections a method needs per iteration, so whether they fall as it is taught "
              "(a method that learns) or stay (one that does not), under the same reading noise for every method.", "",
-             "## What each comparison proves", "", *figure_lines(rows), "",
+             "## What each comparison proves", "", *figure_lines(rows), "", *unread_lines(rows),
              "## Per task (mean over trials)", "", "| method | task | " + " | ".join(f"iter {i}" for i in summary["iterations"]) + " |",
              "|---|---|" + "---|" * len(summary["iterations"]), tasks, "", *extra, "## Published shape", "", PUBLISHED, ""]
     if settings.get("models") == "doubles":

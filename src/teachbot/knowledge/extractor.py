@@ -1,15 +1,21 @@
 """DROC's knowledge extractor: typed knowledge entries distilled from an interaction with corrections.
 
-Two sources, at ``learn_from_interaction()`` and at the end of each task:
+As the paper's extractor, in two prompts kept apart, at ``learn_from_interaction()`` and at the end of each task:
 
-(a) rules, no LLM: every skill-level correction the transcript records (a ``# correction: skill-level``
-    line, written by the correction handler, followed by the re-run statement) gives one
-    ``skill_parameter`` entry per (skill, object) with the final values of its declared parameters (a
-    later call of the same skill on the same object with parameter keywords updates them);
-(b) the extraction model (``prompts/droc_extract.txt``) distils the rest (constraints, preferences,
-    object information and states, more skill parameters) as a JSON list; items that do not fit (an
-    unknown kind, an object not in the scene, a parameter undeclared or out of range, a repeat of (a))
-    are dropped, and a failing model or an unreadable answer leaves (a) alone.
+(a) skill level, after each corrected skill: for every skill call corrected at skill level (a ``# correction:
+    skill-level`` note, written by the correction handler, followed by the re-run statement) the model reads
+    the skill prompt (``prompts/droc_extract_skill.txt``: the correction, the re-run and later calls of the
+    skill on the object, the object states known so far), reasons step by step and answers one JSON object:
+    the parameter values that worked (one ``skill_parameter`` entry) and the object's state afterwards (an
+    ``object_state`` entry, shown to the next skill's prompt: the states are tracked through the episode).
+    An answer that cannot be read or holds an undeclared or out-of-range value is counted in ``unread``
+    (with the raw answer) and logged, never replaced by anything else. The ablation
+    ``knowledge.extraction.rule_skill_knowledge: true`` (off by default), or no model at all, stores instead
+    the values the calls wrote, by rule;
+(b) plan level: the model reads the plan prompt (``prompts/droc_extract.txt``), reasons, and answers a JSON
+    list (constraints, preferences, object information and states); items that do not fit (an unknown kind,
+    an object not in the scene, a parameter undeclared or out of range, a repeat of (a)) are dropped; an
+    unreadable answer is counted in ``unread`` too.
 
 Every entry carries its provenance (episode, robot, the model or 'rule', when, the person's words) and,
 where ``image_of`` gives one, the object's crop embedding. Nothing here raises for the model's sake.
@@ -27,14 +33,15 @@ from typing import Any
 
 from teachbot.config import load_yaml
 from teachbot.errors import ConfigError, TeachbotError
-from teachbot.knowledge.correction import call_subject, fill, one_line, parameter_block, person_said, skill_calls
+from teachbot.knowledge.correction import fill, one_line, parameter_block
 from teachbot.knowledge.entry import KINDS, SCOPES, KnowledgeEntry, KnowledgeError, Provenance
 from teachbot.knowledge.grounding import number_text, read_section, words
+from teachbot.knowledge.skill_extraction import CorrectedSkill, corrected_skills, read_skill_answer
 from teachbot.language.json_reply import json_values
 from teachbot.language.prompts import load_prompt
 from teachbot.language.registry import RobotApi
 from teachbot.language.reply import strip_reasoning
-from teachbot.language.transcript import NOTE_PREFIX, Transcript
+from teachbot.language.transcript import Transcript
 from teachbot.llm.base import Model
 from teachbot.memory.example import utc_now_iso
 from teachbot.paths import config_path
@@ -43,7 +50,6 @@ from teachbot.skills.parameters import WORLDS, SkillParameters
 log = logging.getLogger(__name__)
 
 RULE_MODEL = "rule"  # provenance.model of the entries read from the transcript without a model
-SKILL_NOTE = NOTE_PREFIX + "skill-level"
 # how an entry's sentence names a skill call on an object
 VERBS = {"grasp": "Grasp the {}", "put_first_on_second": "Pick up and place the {}", "place_object": "Place things on the {}",
          "open": "Open the {}", "wipe": "Wipe the {}", "move_to": "Drive to the {}"}
@@ -55,9 +61,12 @@ class ExtractionConfig:
     """``knowledge.extraction`` of config/knowledge.yaml."""
 
     enabled: bool = True
-    prompt: str = "droc_extract.txt"
+    prompt: str = "droc_extract.txt"  # the plan-level prompt
     max_tokens: int = 512
-    max_entries: int = 5  # entries the model may add (the rule entries come on top)
+    max_entries: int = 5  # plan-level entries the model may add (the skill-level ones come on top)
+    skill_prompt: str = "droc_extract_skill.txt"  # the skill-level prompt, one call per corrected skill
+    skill_max_tokens: int = 384
+    rule_skill_knowledge: bool = False  # the ablation: skill knowledge by rule from the calls, no skill prompt
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> ExtractionConfig:
@@ -69,6 +78,7 @@ class ExtractionConfig:
         """Build from the parsed YAML; a missing key keeps its default, a bad or unknown one raises ConfigError naming it."""
         config = read_section(cls, raw, "extraction", source)
         problems = [text for bad, text in ((config.max_tokens < 1, "extraction.max_tokens >= 1"),
+                                           (config.skill_max_tokens < 1, "extraction.skill_max_tokens >= 1"),
                                            (config.max_entries < 0, "extraction.max_entries >= 0")) if bad]
         if problems:
             raise ConfigError(f"{source}: need {', '.join(problems)} (see config/knowledge.yaml)")
@@ -78,8 +88,9 @@ class ExtractionConfig:
 class KnowledgeExtractor:
     """Distils knowledge entries from transcripts for one robot API (see the module docstring).
 
-    ``model``: the extraction LLM (None: rule entries only); ``parameters``: the world's skill parameters
-    (default: those of the API profile's world, when it names one)."""
+    ``model``: the extraction LLM (None: the rule skill entries only); ``parameters``: the world's skill
+    parameters (default: those of the API profile's world, when it names one). ``unread``: the answers that
+    could not be used since the extractor was made (``prompt``: 'skill' or 'plan', ``raw``, ``why``)."""
 
     def __init__(self, model: Model | None, api: RobotApi, parameters: SkillParameters | None = None,
                  config: ExtractionConfig | None = None) -> None:
@@ -89,6 +100,8 @@ class KnowledgeExtractor:
         self.config = config or ExtractionConfig()
         self.skills = tuple(n for n in api.names if self.parameters is not None and self.parameters.declared(n))
         self.template = load_prompt(self.config.prompt)
+        self.skill_template = load_prompt(self.config.skill_prompt)
+        self.unread: list[dict[str, str]] = []
 
     def extract(self, transcript: str, *, scene_objects: Sequence[str] = (), episode_id: str = "", robot_id: str = "",
                 image_of: Callable[[str], tuple[Sequence[float], str] | None] | None = None,
@@ -104,7 +117,11 @@ class KnowledgeExtractor:
             return []  # only the request: nothing was corrected
         request, corrections = said[0], said[1:]
         created = utc_now_iso()
-        entries = self.rule_entries(parsed, request=request, episode_id=episode_id, robot_id=robot_id, created=created)
+        if self.model is None or self.config.rule_skill_knowledge:
+            entries = self.rule_entries(parsed, request=request, episode_id=episode_id, robot_id=robot_id, created=created)
+        else:
+            entries = self.skill_entries(parsed, request=request, episode_id=episode_id, robot_id=robot_id,
+                                         created=created, deadline=deadline)
         if self.model is not None and self.config.max_entries > 0 and not _past(deadline):
             entries += self._model_entries(parsed, request, corrections, entries, scene_objects, episode_id, robot_id,
                                            created, deadline)
@@ -112,46 +129,75 @@ class KnowledgeExtractor:
 
     def rule_entries(self, transcript: Transcript | str, *, request: str = "", episode_id: str = "", robot_id: str = "",
                      created: str = "") -> list[KnowledgeEntry]:
-        """(a): one skill_parameter entry per (skill, object) corrected at skill level, with the final values."""
+        """The rules ablation: one skill_parameter entry per (skill, object) corrected at skill level, with the
+        final values its calls wrote."""
         parsed = Transcript.parse(transcript) if isinstance(transcript, str) else transcript
         if self.parameters is None:
             return []
-        entries = parsed.entries
-        reruns: dict[int, str] = {}  # entry index of a re-run statement -> the correction sentence
-        for i, entry in enumerate(entries):
-            if any(line.strip().startswith(SKILL_NOTE) for line in entry.text.splitlines()):
-                following = next((j for j in range(i + 1, len(entries)) if entries[j].kind == "code"), None)
-                if following is not None:
-                    reruns[following] = one_line(person_said(parsed, i))
-        groups: dict[tuple[str, str], dict[str, Any]] = {}
-        located = skill_calls(parsed, self.skills, self.parameters)
-        calls = [call for _, call in located]
-        for index, call in located:
-            subject = call_subject(call, calls) or call.object  # place_object: the object it put down
-            key = (call.skill, subject.strip().casefold())
-            declared = self.parameters.declared(call.skill)
-            given = {k: v for k, v in call.kwargs.items() if k in declared}
-            if index in reruns:
-                group = groups.setdefault(key, {"object": subject, "values": {}, "sources": []})
-                if reruns[index] and reruns[index] not in group["sources"]:
-                    group["sources"].append(reruns[index])
-                group["values"].update(given)
-            elif key in groups:
-                groups[key]["values"].update(given)
         provenance = {"episode_id": episode_id, "robot_id": robot_id, "model": RULE_MODEL, "created": created or utc_now_iso()}
         out = []
-        for (skill, _), group in groups.items():
-            values = self._checked(skill, group["values"])
-            if not values:
-                continue
-            text = _rule_text(skill, group["object"], values, group["sources"])
-            try:
-                out.append(KnowledgeEntry(kind="skill_parameter", text=text, task=request, object=group["object"], skill=skill,
-                                          parameters=values, scope="object",
-                                          provenance=Provenance(source=tuple(group["sources"]), **provenance)))
-            except KnowledgeError as exc:
-                log.warning("knowledge extraction: cannot record %s on %r: %s", skill, group["object"], exc)
+        for group in corrected_skills(parsed, self.skills, self.parameters):
+            entry = self._skill_entry(group, self._checked(group.skill, group.values), request,
+                                      Provenance(source=tuple(group.sources), **provenance))
+            if entry is not None:
+                out.append(entry)
         return out
+
+    def skill_entries(self, transcript: Transcript | str, *, request: str = "", episode_id: str = "", robot_id: str = "",
+                      created: str = "", deadline: float | None = None) -> list[KnowledgeEntry]:
+        """(a): the skill prompt once per corrected skill, in order: a skill_parameter entry with the values the
+        model read and an object_state entry with the state it gave (shown to the later skills' prompts)."""
+        parsed = Transcript.parse(transcript) if isinstance(transcript, str) else transcript
+        model = self.model
+        if self.parameters is None or model is None:
+            return []
+        said = [one_line(s) for s in parsed.instructions() if s.strip()]
+        request = request or (said[0] if said else "")
+        name = getattr(model, "name", "") or ""
+        states: dict[str, str] = {}  # object -> its state, as the skill prompts gave it so far
+        out: list[KnowledgeEntry] = []
+        for group in corrected_skills(parsed, self.skills, self.parameters):
+            if _past(deadline):
+                log.warning("knowledge extraction: past the deadline before the skill prompt of %s on %r", group.skill, group.object)
+                break
+            prompt = self.skill_prompt(group, request, states)
+            raw = self._generate(prompt, self.config.skill_max_tokens, deadline, "skill")
+            if raw is None:
+                continue
+            answer = read_skill_answer(raw)
+            if answer is None:
+                self._unread("skill", raw, "no JSON object with \"parameters\" or \"object_state\"")
+                continue
+            values = self._checked(group.skill, answer["parameters"])
+            if len(values) != len(answer["parameters"]):
+                self._unread("skill", raw, "a parameter is undeclared or out of its range")
+                continue
+            provenance = Provenance(episode_id, robot_id, name, created or utc_now_iso(), tuple(group.sources))
+            entry = self._skill_entry(group, values, request, provenance)
+            if entry is not None:
+                out.append(entry)
+            if answer["object_state"]:
+                states[group.object] = answer["object_state"]
+                try:
+                    out.append(KnowledgeEntry(kind="object_state", text=answer["object_state"], task=request, object=group.object,
+                                              scope="object", provenance=provenance))
+                except KnowledgeError as exc:
+                    log.warning("knowledge extraction: cannot record the state of %r: %s", group.object, exc)
+        return out
+
+    def skill_prompt(self, group: CorrectedSkill, request: str, states: Mapping[str, str] | None = None) -> str:
+        """The skill-level prompt for one corrected skill; ``states``: the objects' states known before it."""
+        api_block = parameter_block(self.api, self.parameters) if self.parameters is not None else "(no skill takes parameters)"
+        fields = {
+            "skills": api_block,
+            "request": request or "(none)",
+            "skill": group.skill,
+            "object": group.object or "(none)",
+            "states": "\n".join(f"- {obj}: {state}" for obj, state in (states or {}).items()) or "(nothing known)",
+            "corrections": "\n".join(f"- {s}" for s in group.sources) or "(none)",
+            "calls": "\n".join(group.calls),
+        }
+        return fill(self.skill_template, fields)
 
     def prompt(self, transcript: Transcript | str, learned: Sequence[KnowledgeEntry] = (), scene_objects: Sequence[str] = ()) -> str:
         """The extraction prompt for ``transcript``; ``learned``: the rule entries it must not repeat."""
@@ -178,18 +224,12 @@ class KnowledgeExtractor:
         if model is None:
             return []
         prompt = self.prompt(parsed, rule, scene_objects)
-        timeout = max(0.001, deadline - time.monotonic()) if deadline is not None else None
-        try:
-            raw = model.generate(prompt, stop=(), temperature=0.0, max_tokens=self.config.max_tokens, timeout=timeout).text
-        except Exception as exc:  # any backend failure: keep the rule entries
-            log.warning("knowledge extraction: the model failed (%s); keeping the %d rule entries", exc, len(rule))
-            return []
-        if _past(deadline):
-            log.warning("knowledge extraction: the model answered after the deadline; keeping the %d rule entries", len(rule))
+        raw = self._generate(prompt, self.config.max_tokens, deadline, "plan")
+        if raw is None:
             return []
         items = read_json_items(raw)
         if items is None:
-            log.warning("knowledge extraction: cannot read the model's answer %r; keeping the %d rule entries", raw[:200], len(rule))
+            self._unread("plan", raw, "no JSON list of facts")
             return []
         provenance = Provenance(episode_id, robot_id, getattr(model, "name", "") or "", created, tuple(corrections))
         taken = {(e.skill, e.object.strip().casefold()) for e in rule}
@@ -207,6 +247,39 @@ class KnowledgeExtractor:
                 taken.add((entry.skill, entry.object.strip().casefold()))
             out.append(entry)
         return out
+
+    def _generate(self, prompt: str, max_tokens: int, deadline: float | None, which: str) -> str | None:
+        """The model's answer to ``prompt``; None (logged) when it fails or answers past the deadline."""
+        model = self.model
+        if model is None:
+            return None
+        timeout = max(0.001, deadline - time.monotonic()) if deadline is not None else None
+        try:
+            raw = model.generate(prompt, stop=(), temperature=0.0, max_tokens=max_tokens, timeout=timeout).text
+        except Exception as exc:  # any backend failure: no entries from this prompt
+            log.warning("knowledge extraction: the model failed on the %s prompt (%s)", which, exc)
+            return None
+        if _past(deadline):
+            log.warning("knowledge extraction: the model answered the %s prompt after the deadline", which)
+            return None
+        return raw
+
+    def _unread(self, which: str, raw: str, why: str) -> None:
+        """Count an answer that cannot be used (kept in ``unread``, logged); nothing stands in for it."""
+        self.unread.append({"prompt": which, "raw": raw, "why": why})
+        log.warning("knowledge extraction: cannot use the model's answer to the %s prompt (%s): %r", which, why, raw[:200])
+
+    def _skill_entry(self, group: CorrectedSkill, values: Mapping[str, float | int], request: str,
+                     provenance: Provenance) -> KnowledgeEntry | None:
+        if not values:
+            return None
+        try:
+            return KnowledgeEntry(kind="skill_parameter", text=_rule_text(group.skill, group.object, values, group.sources),
+                                  task=request, object=group.object, skill=group.skill, parameters=dict(values), scope="object",
+                                  provenance=provenance)
+        except KnowledgeError as exc:
+            log.warning("knowledge extraction: cannot record %s on %r: %s", group.skill, group.object, exc)
+            return None
 
     def _validated(self, item: Mapping[str, Any], request: str, scene_objects: Sequence[str], provenance: Provenance,
                    taken: set[tuple[str, str]], seen: set[tuple[str, str]]) -> tuple[KnowledgeEntry | None, str]:
