@@ -10,9 +10,12 @@ disagreements (a case the simulator contradicts is fixed, or the skill that sile
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
+import yaml
 
 from teachbot.evaluation.raider_cases import CaseWorlds, load_cases
 from teachbot.evaluation.raider_groundtruth import reason_of, sim_verdict
@@ -57,6 +60,28 @@ def test_the_cases_the_simulator_once_contradicted_agree_for_their_reason(worlds
         assert words in verdict.why, verdict.why
     # the bread moved to the table's far edge is out of reach only: nothing within the fingers' clearance of it
     assert worlds.tools_for(cases["hh-iu1-03"]).check_obj_relationship("blocking", "bread") == "Nothing is blocking bread."
+
+
+def test_the_distance_after_the_drive_is_from_where_the_skill_stands(worlds):
+    """dist_to_target counts the step grasp takes along a wide place to face a thing at its side: an apple at the
+    counter's right end, out of reach from the counter's middle, is reported within reach (grasp reaches it); one in
+    the counter's far right corner is still reported beyond reach (grasp cannot reach it)."""
+    base = {c.id: c for c in load_cases()}["hh-in-01"]  # grasp(apple), the robot at its start pose
+    reach = worlds.config.reach["household"]
+    for offset, reached in (([0.05, -0.5], True), ([0.22, -0.52], False)):
+        scene = yaml.safe_dump({"objects": [{"name": "apple", "type": "apple", "at": "counter", "offset": offset}]})
+        case = replace(base, scene=scene)
+        tools = worlds.tools_for(case)
+        layout, apple = tools.layout, tools.queries.object("apple").position
+        middle = layout.base.arm_origin(*layout.location_pose("counter"))
+        assert np.linalg.norm(apple - middle) > reach  # from the counter's middle both are out of reach
+        answer = tools.dist_to_target("apple")
+        after = float(re.findall(r"([\d.]+) m from the arm's base", answer)[-1])
+        assert (after <= reach) == reached and tools.reachable("apple") == reached, answer
+        assert "after move_to('counter') and the skills' 0.32 m step to the robot's right" in answer, answer
+        verdict = sim_verdict(case, worlds)  # the skill's outcome agrees with the fact
+        assert verdict.shown == ("IN" if reached else "IU1"), verdict
+        assert reached or "cannot reach" in verdict.why, verdict.why
 
 
 @pytest.mark.slow

@@ -62,8 +62,11 @@ def test_the_six_tools_answer_from_the_scene(kitchen_tools):
 
 def test_distance_counts_a_drive_to_the_place(kitchen_tools):
     near = kitchen_tools.dist_to_target("apple")
-    assert re.fullmatch(r"apple is 0\.\d\d m from the arm's base where the robot stands; after move_to\('table'\) it would "
-                        r"be 0\.\d\d m from the arm's base\.", near), near  # facts: metres, no verdict
+    # facts: metres, no verdict; from where grasp stands: 0.2 m left of the table's middle, in front of the apple
+    assert re.fullmatch(r"apple is 0\.\d\d m from the arm's base where the robot stands; after move_to\('table'\) and the "
+                        r"skills' 0\.20 m step to the robot's left along it to face apple, it would be 0\.\d\d m from the "
+                        r"arm's base\.", near), near
+    assert "after move_to('counter') it would be" in kitchen_tools.dist_to_target("blue cup")  # 0.1 m aside: no step
     far = kitchen_tools.dist_to_target("red cup")
     metres = [float(v) for v in re.findall(r"([\d.]+) m from", far)]
     assert metres[0] > 0.85 >= metres[1] and "after move_to('counter')" in far and "reach" not in far

@@ -32,6 +32,7 @@ import numpy as np
 
 from teachbot.errors import InvalidArgumentError, TeachbotError
 from teachbot.perception.relations import RELATIONS, SceneQueries
+from teachbot.skills.household import side_step, stance_pose
 from teachbot.world.household_layout import HouseholdLayout
 
 TOOL_STYLES = ("facts", "judged")
@@ -40,8 +41,9 @@ TOOL_DOCS: dict[str, str] = {  # the facts style's descriptions (the paper's Fig
     "robot_holding": "robot_holding() -> the object the robot's hand holds, or that it holds nothing.",
     "object_detection": "object_detection() -> JSON: the objects the robot perceives (and the places, in a house).",
     "dist_to_target": "dist_to_target(target) -> the distance in metres from the arm's base to a target, to check if "
-                      "the robot can reach it (in a house also from where the robot would stand at the place the "
-                      "target rests at, after move_to(place)).",
+                      "the robot can reach it (in a house also from where the robot would stand to act on it at the "
+                      "place it rests at: after move_to(place) and, at the side of a wide place, the skills' step "
+                      "along it to face the target).",
     "get_obj_state": "get_obj_state(obj) -> JSON: an object's or place's state (where it rests, what it is inside, "
                      "held, open/closed, on/off, sliced, clean/dirty, filled/empty, ...).",
     "check_obj_relationship": "check_obj_relationship(relationship, obj) -> the object(s) that have the queried "
@@ -246,7 +248,8 @@ class GroundedTools:
         place = self._drive_place(name)
         if not place:
             return False
-        there, wrong = self._reach_from(name, *self._stance(place))
+        arm, yaw, _ = self._stance(place, name)
+        there, wrong = self._reach_from(name, arm, yaw)
         return there <= self.reach.radius and not wrong
 
     def _drive_place(self, name: str) -> str:
@@ -257,13 +260,15 @@ class GroundedTools:
         return place if place and place in self.layout.places else ""
 
     def _distance(self, name: str) -> str:
-        """Facts: metres from the arm's base where the robot stands and, in a house, where it would stand."""
+        """Facts: metres from the arm's base where the robot stands and, in a house, where the skills would stand
+        to act on it."""
         base, yaw = self.queries.robot_frame()
         text = f"{name} is {self._located(name, base, yaw)} where the robot stands"
         place = self._drive_place(name)
         if not place:
             return text + "."
-        return f"{text}; after move_to('{place}') it would be {self._located(name, *self._stance(place))}."
+        arm, yaw, across = self._stance(place, name)
+        return f"{text}; {self._after(place, name, across)} it would be {self._located(name, arm, yaw)}."
 
     def _judged_distance(self, name: str) -> str:
         """The judged style: the distance and whether the arm reaches it (the teachbot variant before issue 28)."""
@@ -280,11 +285,11 @@ class GroundedTools:
         place = self._drive_place(name)
         if not place:
             return text + "; it rests on no place the robot can drive to."
-        there, wrong = self._reach_from(name, *self._stance(place))
-        if there <= reach and not wrong:
-            return f"{text}; after move_to('{place}') it would be {there:.2f} m away: within reach."
-        why = f"still outside the arm's workspace: {wrong}" if there <= reach else "still out of reach"
-        return f"{text}; after move_to('{place}') it would be {there:.2f} m away: {why}."
+        arm, yaw, across = self._stance(place, name)
+        there, wrong = self._reach_from(name, arm, yaw)
+        why = "within reach" if there <= reach and not wrong else (
+            f"still outside the arm's workspace: {wrong}" if there <= reach else "still out of reach")
+        return f"{text}; {self._after(place, name, across)} it would be {there:.2f} m away: {why}."
 
     def _place_of(self, name: str) -> str:
         support = name
@@ -294,11 +299,23 @@ class GroundedTools:
                 return support
         return ""
 
-    def _stance(self, place: str) -> tuple[np.ndarray, float]:
-        """The arm's base and heading with the base standing at ``place``'s location."""
+    def _stance(self, place: str, name: str) -> tuple[np.ndarray, float, float]:
+        """The arm's base, its heading and the base's step ``across`` (metres to its left along ``place``) where the
+        household skills stand at ``place`` to act on ``name``: the skills' own stance (:func:`side_step`, the step
+        grasp, slice and toggle take to face a thing at the side of a wide place), the place's middle for a place."""
         assert self.layout is not None
-        x, y, yaw = self.layout.location_pose(place)
-        return self.layout.base.arm_origin(x, y, yaw), yaw
+        step = None if name == place else side_step(self.layout, place, self.queries.object(name).position)
+        across = step[0] if step is not None else 0.0
+        pose = stance_pose(self.layout, place, across)
+        return self.layout.base.arm_origin(pose.x, pose.y, pose.yaw), pose.yaw, across
+
+    @staticmethod
+    def _after(place: str, name: str, across: float) -> str:
+        """'after move_to(place)' and, when the skills step sideways along it to face ``name``, that step."""
+        if abs(across) < 0.005:
+            return f"after move_to('{place}')"
+        side = "left" if across > 0 else "right"
+        return f"after move_to('{place}') and the skills' {abs(across):.2f} m step to the robot's {side} along it to face {name},"
 
     def _reach_from(self, name: str, arm: np.ndarray, yaw: float) -> tuple[float, str]:
         """Distance from the arm's base at ``arm`` (heading ``yaw``) to ``name``, and why the skills' workspace

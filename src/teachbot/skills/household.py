@@ -58,6 +58,28 @@ PRESS_DEPTH = 0.01  # metres a pressing finger goes below the top it presses on 
 PRESS_APPROACH = 0.06  # metres above a top where a pressing motion starts
 
 
+def stance_pose(layout: HouseholdLayout, location: str, across: float = 0.0, back: float = 0.0) -> BasePose:
+    """Where the base stands at ``location``, shifted ``across`` metres to the robot's left along the place's
+    front (to stand in front of one thing on a wide counter: :func:`side_step`) and ``back`` metres away from
+    it (out of a door's way)."""
+    x, y, yaw = layout.location_pose(location)
+    c, s = math.cos(yaw), math.sin(yaw)
+    return BasePose(x - s * across - c * back, y + c * across - s * back, yaw)
+
+
+def side_step(layout: HouseholdLayout, place: str, near: Any) -> tuple[float, float] | None:
+    """How the skills stand to work on the map point ``near`` on ``place``: (``across`` for :func:`stance_pose`,
+    the base's step to its left along the place's front to face the point, none within LATERAL_TOLERANCE and at
+    most to the place's end; the point's own offset to the left of the place's middle). None at the person
+    (their hand is worked at from the front)."""
+    p = layout.place(place)
+    if p.hand is not None:
+        return None
+    _, offset = surface_offset(layout.surface(place), float(near[0]), float(near[1]))
+    limit = max(0.0, p.width / 2 - layout.base.size[1] / 2)
+    return (0.0 if abs(offset) < LATERAL_TOLERANCE else float(np.clip(offset, -limit, limit))), offset
+
+
 @dataclass(frozen=True)
 class Thing:
     """An object as the household skills see it (map frame)."""
@@ -177,16 +199,8 @@ class HouseholdSkills(Gestures, SkillLibrary):
             raise StateError(f"{what} is in the {place}, which is closed; open('{place}') first", "closed", place)
 
     # ------------------------------------------------------------------ driving
-    def _pose_at(self, location: str, across: float = 0.0, back: float = 0.0) -> BasePose:
-        """Where the base stands at ``location``, shifted ``across`` metres to the robot's left along
-        the place's front (to stand in front of one thing on a wide counter) and ``back`` metres away
-        from it (out of a door's way)."""
-        x, y, yaw = self.layout.location_pose(location)
-        c, s = math.cos(yaw), math.sin(yaw)
-        return BasePose(x - s * across - c * back, y + c * across - s * back, yaw)
-
     def at(self, location: str, across: float = 0.0, back: float = 0.0) -> bool:
-        goal = self._pose_at(location, across, back)
+        goal = stance_pose(self.layout, location, across, back)
         x, y, yaw = goal.x, goal.y, goal.yaw
         pose = self.base.pose()
         turn = abs((pose.yaw - yaw + math.pi) % (2 * math.pi) - math.pi)
@@ -196,7 +210,7 @@ class HouseholdSkills(Gestures, SkillLibrary):
         self, location: str = "", speed_factor: float = 0.5, across: float = 0.0, back: float = 0.0, params: Tuning | None = None, **_: Any
     ) -> dict:
         """Drive to a named location with the arm stowed, at ``speed_factor`` of the base's top speed
-        (the one in ``params`` when given; ``across``: see :meth:`_pose_at`)."""
+        (the one in ``params`` when given; ``across``, ``back``: see :func:`stance_pose`)."""
         speed_factor = params["speed_factor"] if params is not None else speed_factor
         self.layout.place(location)  # unknown: lists the known ones
         if not 0 < speed_factor <= self.profile.safety.max_speed_factor:
@@ -205,7 +219,7 @@ class HouseholdSkills(Gestures, SkillLibrary):
             )
         if self.at(location, across, back):
             return {}
-        goal = self._pose_at(location, across, back)
+        goal = stance_pose(self.layout, location, across, back)
         p = self.layout.place(location)
         standoff = self.layout.base.standoff if p.standoff is None else p.standoff
         out = max(0.0, self.layout.base.radius + DOCK_CLEARANCE - standoff - self.layout.base.size[0] / 2 - back)
@@ -247,11 +261,9 @@ class HouseholdSkills(Gestures, SkillLibrary):
     def _work_at(self, place: str, near: np.ndarray | None = None, across: float = 0.0, back: float = 0.0) -> None:
         """Drive to ``place`` unless there (in front of the point ``near`` on it, if given, or ``across``
         metres to the side), and work on its surface."""
-        p = self.layout.place(place)
-        if near is not None and p.hand is None:
-            _, offset = surface_offset(self.layout.surface(place), float(near[0]), float(near[1]))
-            limit = max(0.0, p.width / 2 - self.layout.base.size[1] / 2)
-            across = 0.0 if abs(offset) < LATERAL_TOLERANCE else float(np.clip(offset, -limit, limit))
+        step = None if near is None else side_step(self.layout, place, near)
+        if step is not None:
+            across, offset = step
             if self.at(place, 0.0) or self.at(place, across):  # already here: stay if the thing is in reach sideways
                 here = self.base.pose()
                 current = surface_offset(self.layout.surface(place), here.x, here.y)[1]
