@@ -343,3 +343,19 @@ def test_without_a_model_or_with_the_ablation_no_skill_prompt(household) -> None
     off = ExtractionConfig(max_entries=0)
     extract, model = extractor(household, respond=skill_reader({"grasp": GRASP_ANSWER, "open": OPEN_ANSWER}), config=off)
     assert [e.provenance.model for e in extract.extract(TRANSCRIPT)] == ["extract-model"] * 3 and len(model.prompts) == 2
+
+
+def test_a_skill_knowledge_only_the_models_answer_gives_is_stored(household) -> None:
+    """The re-run call writes no keyword (the default worked): the rules have no value to store; the skill
+    prompt's answer names it."""
+    transcript = TRANSCRIPT.split(">>> open(")[0].split("# correction: skill-level, about the last action: grasp('red cup') again with "
+                                                       "grasp_height_offset=0.04")[0]
+    transcript = transcript.replace("'grasp it a bit higher'", "'just grasp it the usual way'").replace(
+        ">>> grasp('red cup', grasp_height_offset=0.02)", ">>> grasp('red cup')")
+    assert KnowledgeExtractor(None, household[0], household[1]).extract(transcript) == []  # the rules: nothing
+    answer = ('Reasoning: the usual way is the default offset.\n{"skill": "grasp", "object": "red cup", '
+              '"parameters": {"grasp_height_offset": 0.0}, "object_state": ""}')
+    extract, _ = extractor(household, respond=skill_reader({"grasp": answer}), config=None)
+    [entry] = extract.extract(transcript, scene_objects=SCENE)
+    assert (entry.kind, entry.skill, entry.object, dict(entry.parameters)) == ("skill_parameter", "grasp", "red cup",
+                                                                               {"grasp_height_offset": 0.0})

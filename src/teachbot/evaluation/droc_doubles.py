@@ -499,10 +499,8 @@ class ExtractionDouble(ScriptedModel, NoisyReader):
         obj = re.search(r"^The object it acted on: (.*)", prompt, re.M)
         name, thing = (skill.group(1) if skill else ""), (obj.group(1).strip() if obj else "")
         said = prompt.split("The person's corrections of this skill:", 1)[-1].split("\n\n", 1)[0].strip()
-        if self.understanding.slips("extract-skill", said, fresh=True):
-            return (f"Reasoning: the robot did {name}() again; I see no parameter the person asked to change.\n"
-                    + json.dumps({"skill": name, "object": thing, "parameters": {}, "object_state": ""}))
-        declared = _declared_defaults(prompt, name)
+        missed = self.understanding.slips("extract-skill", said, fresh=True)  # a slip: no parameter read at all
+        declared = {} if missed else _declared_defaults(prompt, name)
         values: dict[str, Any] = {}
         for line in prompt.split(SKILL_CALLS, 1)[-1].splitlines():
             parsed = _parse_call(line[4:]) if line.startswith(">>> ") else None
