@@ -16,7 +16,7 @@ Knowledge. Each method that keeps knowledge has ONE store (``OUT/knowledge/<meth
 iterations of a task and, by default (``shared_store``), across the tasks too, as DROC's knowledge base
 is: what the jars taught is there when the mugs come. ``shared_store=False`` (``--store per-task``)
 empties it when a task's sequence starts. Knowledge is distilled at the end of each episode with
-corrections (the extractor: rule entries from the re-run calls, the extraction model for the rest), each
+corrections (the extractor: its skill prompt after each corrected skill, then its plan prompt), each
 entry with the crop descriptor (classic colour + depth) of the thing it names, as the camera sees it in
 the variant's scene (``DrocWorlds.crop``); retrieval compares the crop of the thing a request or a call
 names (a place_object call names the table, so its knowledge is keyed by the table's looks). An episode
@@ -140,7 +140,7 @@ METHODS: dict[str, DrocMethod] = {m.name: m for m in (
 @dataclass(frozen=True)
 class DrocModels:
     """The models of a run: ``interaction`` (droc methods), ``cap`` (the baseline's interaction model),
-    ``correction`` (the handler's) and ``extraction`` (the extractor's; None: rule entries only).
+    ``correction`` (the handler's) and ``extraction`` (the extractor's; None: skill entries by rule only).
     ``fresh(noise, seed)``: new models of the same kind for one trial and method (the doubles: their
     understanding's noise and seed); None: these models serve every trial and method."""
 

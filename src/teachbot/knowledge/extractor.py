@@ -200,7 +200,7 @@ class KnowledgeExtractor:
         return fill(self.skill_template, fields)
 
     def prompt(self, transcript: Transcript | str, learned: Sequence[KnowledgeEntry] = (), scene_objects: Sequence[str] = ()) -> str:
-        """The extraction prompt for ``transcript``; ``learned``: the rule entries it must not repeat."""
+        """The plan-level prompt for ``transcript``; ``learned``: the skill-level entries it must not repeat."""
         parsed = Transcript.parse(transcript) if isinstance(transcript, str) else transcript
         said = [one_line(s) for s in parsed.instructions() if s.strip()]
         api_block = parameter_block(self.api, self.parameters) if self.parameters is not None else "(no skill takes parameters)"
