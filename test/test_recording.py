@@ -154,7 +154,9 @@ def test_household_bag_holds_a_skill_level_correction_and_the_distilled_paramete
     dependence, handler = calls[0::2], calls[1::2]
     assert [d.text[-3:] for d in dependence] == ["(a)", "(c)", "(c)"] and all('Correction: "' in d.prompt for d in dependence)
     assert len(handler) == 3 and '"level": "skill"' in handler[0].text and all('"correction": false' in c.text for c in handler[1:])
-    assert len(session.completions_for("improvement")) == 5  # the chain's four answers, then the distilled knowledge
+    improvement = session.completions_for("improvement")  # the chain's four answers, then the distilled knowledge:
+    assert len(improvement) == 6  # the skill prompt's (after the corrected drive), then the plan prompt's
+    assert "The skill: move_to" in improvement[4].prompt and '"speed_factor": 0.2222' in improvement[4].text
     blocks = {c.prompt.split("'text': ")[-1].split("'")[1]: c.prompt.split(SYSTEM_END, 1)[1].split("# Example", 1)[0]
               for c in session.completions_for("interaction")}
     learned = "# - Drive to the counter with speed_factor=0.2222 (learned from: 'that was too fast."

@@ -55,6 +55,10 @@ BOWL_RULE = ('```json\n[{"kind": "constraint", "text": "Use the bowl the person 
 BLOCK_RULE = ('The person corrected which block was meant.\n[{"kind": "preference", "text": "When the person says the block '
               'without a colour, they mean the green block.", "object": "green block", "skill": "", "parameters": {}, '
               '"scope": "always"}]')
+# the extractor's skill prompt (after the corrected move_to), answered as the prompt asks: reasoning, then one object
+SLOW_SKILL = ('Reasoning: the person wanted the drive to the counter slower. The re-run call move_to(\'counter\', '
+              'speed_factor=0.2222) succeeded, so speed_factor 0.2222 worked for the counter.\n'
+              '{"skill": "move_to", "object": "counter", "parameters": {"speed_factor": 0.2222}, "object_state": ""}')
 SLOW_RULE = ('[{"kind": "preference", "text": "The person wants the robot to drive slowly to the counter.", "object": "", '
              '"skill": "", "parameters": {}, "scope": "always"}]')
 
@@ -137,7 +141,7 @@ SESSIONS: dict[str, ScriptedSession] = {s.name: s for s in (
                      'the default speed; the person wants it to go there slowly."}\n```',
                      "When going to the counter, use speed_factor=0.2.",
                      "Only when the destination is the counter; other routes keep their speed.",
-                     SLOW_LESSON, SLOW_RULE),
+                     SLOW_LESSON, SLOW_SKILL, SLOW_RULE),
         correction=(ON_THE_LAST, TOO_FAST, ON_NOTHING, NEW_REQUEST, ON_NOTHING, NEW_REQUEST),
         scene_yaml=KITCHEN, interaction_overrides=HOUSEHOLD, robot_profile="household_sim",
     ),
