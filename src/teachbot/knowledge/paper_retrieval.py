@@ -33,11 +33,16 @@ log = logging.getLogger(__name__)
 SELECT_TASKS_PROMPT = "droc_select_tasks.txt"
 
 
+def task_key(task: str) -> str:
+    """A task's words as the selection compares them: lower case, single spaces."""
+    return " ".join(task.casefold().split())
+
+
 def previous_tasks(entries: Sequence[KnowledgeEntry]) -> list[str]:
     """The distinct tasks the entries were learned in (oldest entry first; case and spacing ignored)."""
     seen: dict[str, str] = {}
     for entry in sorted(entries, key=lambda e: (e.created, e.id)):
-        key = " ".join(entry.task.casefold().split())
+        key = task_key(entry.task)
         if key and key not in seen:
             seen[key] = entry.task.strip()
     return list(seen.values())
@@ -79,7 +84,7 @@ def paper_rows(entries: Sequence[KnowledgeEntry], chosen_tasks: set[str], about_
     """Steps 3 and 4 of the module docstring: (row, reason) of the entries kept, in order. ``visual``: per entry its
     looks' similarity to the object at hand (NaN where not compared; None: no image); ``by_text``: per entry its
     text similarity, which orders the task knowledge; ``named``: the object-scoped entries the object's name names."""
-    in_task = [i for i, e in enumerate(entries) if " ".join(e.task.casefold().split()) in chosen_tasks]
+    in_task = [i for i, e in enumerate(entries) if task_key(e.task) in chosen_tasks]
     rows = [(i, "task") for i in sorted((i for i in in_task if not about_objects[i]), key=lambda i: -by_text[i])]
     objects = [i for i in in_task if about_objects[i]]
     if visual is not None and any(not np.isnan(visual[i]) for i in objects):
@@ -98,7 +103,7 @@ def paper_rows(entries: Sequence[KnowledgeEntry], chosen_tasks: set[str], about_
 
 def chosen_by_text(entries: Sequence[KnowledgeEntry], text_scores: np.ndarray, threshold: float) -> set[str]:
     """Without the model: the tasks of the entries whose task or sentence is similar to the new task."""
-    return {" ".join(entries[i].task.casefold().split()) for i in np.flatnonzero(text_scores >= threshold).tolist()
+    return {task_key(entries[i].task) for i in np.flatnonzero(text_scores >= threshold).tolist()
             if entries[i].task.strip()}
 
 
@@ -112,4 +117,4 @@ def choose_tasks(model: Model | None, task: str, entries: Sequence[KnowledgeEntr
     if keep is None:
         log.warning("knowledge: cannot read the task selection %r; choosing by text similarity", answer[:200])
         return fallback(), answer
-    return {" ".join(tasks[i].casefold().split()) for i in keep}, answer
+    return {task_key(tasks[i]) for i in keep}, answer
