@@ -17,10 +17,12 @@ iterations of a task and, by default (``shared_store``), across the tasks too, a
 is: what the jars taught is there when the mugs come. ``shared_store=False`` (``--store per-task``)
 empties it when a task's sequence starts. Knowledge is distilled at the end of each episode with
 corrections (the extractor: its skill prompt after each corrected skill, then its plan prompt), each
-entry with the crop descriptor (classic colour + depth) of the thing it names, as the camera sees it in
-the variant's scene (``DrocWorlds.crop``); retrieval compares the crop of the thing a request or a call
-names (a place_object call names the table, so its knowledge is keyed by the table's looks). An episode
-cut short after its distillation keeps what it stored when the run resumes.
+entry with the crop descriptor (classic colour + depth) of the thing it names, as the robot's camera sees it
+in the variant's scene and cut out as ``perception/describe_object`` cuts it, by box and depth, without
+segmentation ids (``DrocWorlds.crop``: the tabletop's fixed scene camera and the detector's box; the
+household's mast camera from where the skills stand at the thing's place); retrieval compares the crop of
+the thing a request or a call names (a place_object call names the table, so its knowledge is keyed by the
+table's looks). An episode cut short after its distillation keeps what it stored when the run resumes.
 
 Methods (``METHODS``):
 
@@ -357,8 +359,9 @@ class MethodAgent:
 
 
 def object_images(worlds: DrocWorlds, task: DrocTask, variant: Variant, descriptor: Any) -> dict[str, Any]:
-    """The crop descriptor of every scene object and every thing the plans act on, as the camera sees them
-    in the variant's scene (a thing out of view has none: it is then matched by name only)."""
+    """The crop descriptor of every scene object and every thing the plans act on, as the robot's camera sees
+    them in the variant's scene (``DrocWorlds.crop``; a thing out of view or hidden has none: it is then
+    matched by name only)."""
     world = worlds.load(task, variant)
     names = [o.name for o in world.objects()]
     for plan in (variant.plan, variant.wrong_plan() if variant.distractor else ()):
@@ -367,7 +370,7 @@ def object_images(worlds: DrocWorlds, task: DrocTask, variant: Variant, descript
     for name in dict.fromkeys(names):
         try:
             crop = worlds.crop(task, dataclasses.replace(variant, object=name), load=False)
-        except Exception:  # noqa: BLE001 - not a thing the camera can cut out (a bowl's name in a plan field, out of view)
+        except Exception:  # noqa: BLE001 - not a thing the camera can cut out (not in the scene, hidden, out of view)
             continue
         out[name] = descriptor.embed(crop.rgb, crop.depth, crop.mask)
     return out

@@ -5,15 +5,15 @@ knowledge taught on one must come back for a cup in the same pose, not for the o
 colour. Here, per trial: mesh cups (teachbot.sim.cup) stand on the tabletop of the real simulator
 (TabletopWorld) and the fixed scene camera of config/sim.yaml renders them; perception finds them (the
 detector's boxes, localised and tracked; ``cup`` is one of config/perception.yaml's classes) and each is cut
-out by box and depth (teachbot.knowledge.object_crop, no segmentation ids) and described by the descriptor
-of config/knowledge.yaml, as ``perception/describe_object`` does. One teaching scene stores two entries in a
-knowledge store of their own, the same task and object words ("hang the cup on the rack", "cup"), one with
-the look of an upright cup of colour A, one with that of a flipped cup of colour B. The query scenes put an
-upright cup of colour B and a flipped cup of colour A (the other pose's colour) at other places and yaws;
-each query retrieves through ``KnowledgeRetriever`` with its crop's vector, and counts as right when the first
-object entry returned is its pose's (nothing returned, or the other pose's entry first, is wrong). Without
-images (``no_visual``) the same queries retrieve by the words only: the two entries tie, so it can only be
-right for one pose.
+out by box and depth (``droc_worlds.tabletop_crops``: teachbot.knowledge.object_crop, no segmentation ids) and
+described by the descriptor of config/knowledge.yaml, as ``perception/describe_object`` does. One teaching
+scene stores two entries in a knowledge store of their own, the same task and object words ("hang the cup on
+the rack", "cup"), one with the look of an upright cup of colour A, one with that of a flipped cup of colour
+B. The query scenes put an upright cup of colour B and a flipped cup of colour A (the other pose's colour) at
+other places and yaws; each query retrieves through ``KnowledgeRetriever`` with its crop's vector, and counts
+as right when the first object entry returned is its pose's (nothing returned, or the other pose's entry
+first, is wrong). Without images (``no_visual``) the same queries retrieve by the words only: the two entries
+tie, so it can only be right for one pose.
 """
 
 from __future__ import annotations
@@ -25,19 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from teachbot.config import load_yaml
+from teachbot.evaluation.droc_worlds import scene_camera, tabletop_crops
 from teachbot.knowledge import KnowledgeConfig, KnowledgeEntry, KnowledgeRetriever, KnowledgeStore
-from teachbot.knowledge.object_crop import ObjectBounds, object_crop
-from teachbot.paths import config_path
 from teachbot.perception.config import PerceptionConfig
-from teachbot.perception.detector import Frame
-from teachbot.perception.localize import CameraModel, category_of
-from teachbot.perception.pipeline import Perception
 from teachbot.robot_profile import RobotProfile
-from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
 from teachbot.sim.cup import FLIPPED, UPRIGHT
 from teachbot.sim.world import TabletopWorld
 from teachbot.world.scene import ObjectSpec, SceneSpec
+
+__all__ = ["cup_looks", "scene_camera", "upright_flipped"]  # scene_camera: its home is droc_worlds, named here too
 
 TASK, OBJECT = "hang the cup on the rack", "cup"
 TEXTS = {UPRIGHT: "The upright cup is grasped by its rim from above and hung by its handle side.",
@@ -48,29 +44,12 @@ PLACES = ((-0.2, -0.48), (0.2, -0.48), (0.0, -0.66), (-0.3, -0.62), (0.3, -0.62)
 QUERY_SCENES = 4
 
 
-def scene_camera() -> tuple[CameraSpec, CameraModel]:
-    """The fixed scene camera of config/sim.yaml, and the same camera as perception models it."""
-    spec = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
-    rotation, eye = spec.pose()
-    return spec, CameraModel.from_pose(spec.K, spec.width, spec.height, eye, quaternion_from_matrix(rotation))
-
-
 def cup_looks(world: TabletopWorld, objects: Sequence[ObjectSpec], embedder: Any,
               config: PerceptionConfig | None = None) -> dict[str, np.ndarray]:
-    """Render ``objects`` on the table and describe each as perception/describe_object does: by name."""
-    spec, camera = scene_camera()
-    cfg = config or PerceptionConfig.load("perception")
-    perception = Perception(cfg)
+    """Render ``objects`` on the table and describe each as perception/describe_object does, by name: the
+    crops of :func:`teachbot.evaluation.droc_worlds.tabletop_crops` (detector's box and depth) embedded."""
     world.reset(SceneSpec(tuple(objects)))
-    image = world.render(spec)
-    labels = {s.body_id: {"category": s.category, "color": s.color, "name": s.name} for s in world.objects()}
-    perception.update(Frame(image.rgb, image.depth, image.segmentation, labels, 1.0), camera)  # the detector reads the ids
-    crop_frame = Frame(image.rgb, image.depth)  # the crop does not: box and depth only
-    looks = {}
-    for track in perception.scene.objects():
-        bounds = ObjectBounds.of(track.position, track.size, track.yaw, category_of(track.label, cfg).anchor)
-        looks[track.name] = embedder.embed(*object_crop(crop_frame, camera, bounds, track.box))
-    return looks
+    return {name: embedder.embed(crop.rgb, crop.depth, crop.mask) for name, crop in tabletop_crops(world, config).items()}
 
 
 def upright_flipped(seed: int, text_embedder: Any, descriptor: Any, config: KnowledgeConfig | None = None) -> dict[str, Any]:

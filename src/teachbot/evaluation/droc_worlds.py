@@ -1,13 +1,17 @@
 """The worlds of DROC's evaluation tasks, in-process (no ROS): load a variant's scene, run skill calls with
-given parameters against it, read the ground truth, and render the object's camera crop.
+given parameters against it, read the ground truth, and cut an object out of a camera image as the robot does.
 
 ``DrocWorlds`` keeps one PyBullet world per world type (the household one with the object types of
 config/benchmarks/droc/objects.yaml added to its catalog) and one skill library on it, as the skills
 node would run them. ``attempt`` resets the world to a variant's scene and runs its plan with the task's
 parameters on the call of the task's skill (a plan-level mistake: ``plan=variant.wrong_plan()``),
-returning the outcomes, the ground truth before and after, and the task's judgement. ``crop`` renders
-the object (or the cupboard, the fridge) from a camera half a metre in front of it and above, and cuts it
-out by the segmentation: RGB, depth and mask for the visual descriptors of teachbot.knowledge.
+returning the outcomes, the ground truth before and after, and the task's judgement. ``crop`` cuts the
+object out as ``perception/describe_object`` does, never by the simulator's segmentation ids: on the
+tabletop from the fixed scene camera of config/sim.yaml, by the detector's box of its track and the pixels
+that depth puts above the table inside its footprint (:func:`tabletop_crops`); in the household from the
+robot's mast camera, the base standing where the skills stand to work at the thing's place, by the
+projection of its pose and size and by depth (a piece of furniture, the cupboard or the fridge: its box,
+seen from where the robot stands at it). RGB, depth and mask for the visual descriptors of teachbot.knowledge.
 """
 
 from __future__ import annotations
@@ -22,14 +26,21 @@ import numpy as np
 import pybullet as pb
 
 from teachbot.config import load_yaml, require
-from teachbot.errors import ConfigError
+from teachbot.errors import ConfigError, InvalidArgumentError, UnknownObjectError
 from teachbot.evaluation.droc_tasks import Call, DrocTask, ThingTruth, Truth, Variant
-from teachbot.knowledge.descriptor import crop_object
+from teachbot.knowledge.object_crop import ObjectBounds, object_crop
 from teachbot.paths import config_path
-from teachbot.sim.camera import CameraSpec
+from teachbot.perception.config import PerceptionConfig
+from teachbot.perception.detector import Frame
+from teachbot.perception.household import household_categories
+from teachbot.perception.localize import CameraModel, category_of
+from teachbot.perception.pipeline import Perception
+from teachbot.sim.camera import CameraSpec, quaternion_from_matrix
 from teachbot.sim.household_world import HouseholdWorld
 from teachbot.sim.world import TabletopWorld
+from teachbot.simrobot.direct import yaw_of
 from teachbot.simrobot.factory import SIM_PROFILES, make_skills, make_world, sim_profile
+from teachbot.skills.household import side_step, stance_pose
 from teachbot.skills.library import SkillLibrary, SkillOutcome
 from teachbot.world.household_layout import surface_offset
 from teachbot.world.household_objects import Catalog, parse_type
@@ -37,9 +48,9 @@ from teachbot.world.household_scene import household_scene_from_yaml
 from teachbot.world.scene import scene_from_yaml
 
 SETTLE = 0.3  # seconds of physics after a scene reset
-CAMERA = {"width": 200, "height": 150, "fov_y": 45.0}  # the object camera: small crops, as a hand camera sees them
-OBJECT_VIEW = (0.35, 0.3)  # metres in front of the object (towards the robot) and above it
-PLACE_VIEW = (1.6, 0.5)  # the same for a piece of furniture (the cupboard, the fridge)
+LOOK_TURN = math.pi / 2  # radians the stowed arm turns to the robot's left while the mast camera looks: out of its view
+FURNITURE_BACK = 1.0  # metres behind its stance from where a piece of furniture is seen whole
+FRONT_PARTS = 0.06  # metres its door or drawer front and handle stand out of a piece of furniture's box
 UPRIGHT = 0.9  # cosine of the tilt of an object's z axis below which it fell over
 
 
@@ -94,6 +105,7 @@ class DrocWorlds:
         self._catalog = catalog
         self._worlds: dict[str, HouseholdWorld | TabletopWorld] = {}
         self._skills: dict[str, SkillLibrary] = {}
+        self._perception: dict[str, PerceptionConfig] = {}  # per world type, loaded on the first crop
 
     def __enter__(self) -> DrocWorlds:
         return self
@@ -185,41 +197,113 @@ class DrocWorlds:
 
     # ------------------------------------------------------------------ camera
     def crop(self, task: DrocTask, variant: Variant, load: bool = True) -> Crop:
-        """The variant's object (or piece of furniture) as a camera in front of and above it sees it:
-        RGB, depth and mask cut to the object's box. ``load``: reset to the variant's scene first."""
+        """The variant's object (or piece of furniture) as the robot's camera sees it, cut out as
+        ``perception/describe_object`` cuts it (see the module docstring; no segmentation ids): RGB, depth and
+        mask. ``load``: reset to the variant's scene first. InvalidArgumentError when the camera does not see
+        it (hidden, e.g. behind a closed door, or out of view); UnknownObjectError for a name not in the scene."""
         world = self.load(task, variant) if load else self.world(task.world)
         if isinstance(world, HouseholdWorld):
-            if variant.object in world.layout.places:
-                place = world.layout.place(variant.object)
-                centre = np.array([*place.centre, place.height / 2])
-                body, front, (ahead, up) = _place_body(world, variant.object), np.array(place.front, float), PLACE_VIEW
-            else:
-                thing = next(o for o in world.objects() if o.name == variant.object)
-                centre, body = np.array(thing.position, float), thing.body_id
-                front, (ahead, up) = np.array(world.layout.place(thing.place).front, float), OBJECT_VIEW
-        else:
-            thing = next(o for o in world.objects() if o.name == variant.object)
-            centre, body = np.array(thing.position, float), thing.body_id
-            front, (ahead, up) = -centre[:2] / max(float(np.linalg.norm(centre[:2])), 1e-6), OBJECT_VIEW  # towards the robot's base
-        eye = centre + np.array([front[0] * ahead, front[1] * ahead, up])
-        spec = CameraSpec(width=CAMERA["width"], height=CAMERA["height"], fov_y=CAMERA["fov_y"], eye=_triple(eye),
-                          target=_triple(centre), near=0.05, far=max(3.0, 2 * math.hypot(ahead, up)))
-        frame = world.render(spec)
-        rgb, depth, mask = crop_object(frame.rgb, frame.depth, frame.segmentation, body)
-        assert depth is not None
-        return Crop(rgb, depth, mask)
+            return household_crop(world, variant.object, self._household_config(world))
+        crops = tabletop_crops(world, self._tabletop_config())
+        if variant.object not in crops:
+            if variant.object not in {o.name for o in world.objects()}:
+                raise UnknownObjectError(f"no {variant.object!r} in the scene")
+            raise InvalidArgumentError(f"perception does not see the {variant.object} from the scene camera")
+        return crops[variant.object]
+
+    def _tabletop_config(self) -> PerceptionConfig:
+        if "tabletop" not in self._perception:
+            self._perception["tabletop"] = PerceptionConfig.load("perception")
+        return self._perception["tabletop"]
+
+    def _household_config(self, world: HouseholdWorld) -> PerceptionConfig:
+        """config/perception_household.yaml with the catalog's types as categories, as HouseholdPerception has it."""
+        if "household" not in self._perception:
+            config = PerceptionConfig.load("perception_household")
+            self._perception["household"] = replace(config, categories={**household_categories(world.catalog), **config.categories})
+        return self._perception["household"]
 
 
-def _place_body(world: HouseholdWorld, name: str) -> int:
-    """The body of the piece of furniture ``name``: the one standing at its centre."""
-    centre = world.layout.place(name).centre
-    for index in range(pb.getNumBodies(physicsClientId=world.client)):
-        body = pb.getBodyUniqueId(index, physicsClientId=world.client)
-        x, y, _ = pb.getBasePositionAndOrientation(body, physicsClientId=world.client)[0]
-        if math.hypot(x - centre[0], y - centre[1]) < 1e-6 and body not in (world.robot_id, world.base_id):
-            return body
-    raise ConfigError(f"no body stands at the {name}'s centre {centre}")
+def camera_model(spec: CameraSpec) -> CameraModel:
+    """``spec`` as perception models the camera (intrinsics and pose, in the frame of its eye and target)."""
+    rotation, eye = spec.pose()
+    return CameraModel.from_pose(spec.K, spec.width, spec.height, eye, quaternion_from_matrix(rotation))
+
+
+def scene_camera() -> tuple[CameraSpec, CameraModel]:
+    """The fixed scene camera of config/sim.yaml, and the same camera as perception models it."""
+    spec = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
+    return spec, camera_model(spec)
+
+
+def tabletop_crops(world: TabletopWorld, config: PerceptionConfig | None = None) -> dict[str, Crop]:
+    """The tabletop's scene now from the fixed scene camera, each object perception finds in it cut out as
+    ``perception/describe_object`` does, by name: the detector's box of its track and depth (object_crop).
+    The ``sim_ground_truth`` detector reads the segmentation ids as the simulated robot's does; the crops do not.
+    An object perception does not find, or too little of which is in view, has no crop."""
+    spec, camera = scene_camera()
+    cfg = config or PerceptionConfig.load("perception")
+    perception = Perception(cfg)
+    image = world.render(spec)
+    labels = {s.body_id: {"category": s.category, "color": s.color, "name": s.name} for s in world.objects()}
+    perception.update(Frame(image.rgb, image.depth, image.segmentation, labels, 1.0), camera)  # the detector reads the ids
+    crop_frame = Frame(image.rgb, image.depth)  # the crop does not: box and depth only
+    crops = {}
+    for track in perception.scene.objects():
+        bounds = ObjectBounds.of(track.position, track.size, track.yaw, category_of(track.label, cfg).anchor)
+        try:
+            crops[track.name] = Crop(*object_crop(crop_frame, camera, bounds, track.box))
+        except InvalidArgumentError:  # hidden (another object, the arm) or out of view
+            continue
+    return crops
+
+
+def household_crop(world: HouseholdWorld, name: str, config: PerceptionConfig) -> Crop:
+    """The thing ``name`` (or the piece of furniture) from the robot's mast camera (config/household/layout.yaml
+    base.camera, the optics of config/sim.yaml's camera) with the base where the skills stand to work at its
+    place (:func:`stance_pose` with :func:`side_step`; at a piece of furniture: its stance), cut out as the
+    perception node's ``describe_object`` does in the household: the projection of its pose and size (no
+    detector box) and the pixels depth puts inside that box above its support. The base and the arm (stowed,
+    as the skills drive) are put back after."""
+    layout = world.layout
+    if name in layout.places:
+        place = layout.place(name)
+        stance = stance_pose(layout, name, back=FURNITURE_BACK)
+        front = np.array(place.front, float)
+        centre = np.array([*(np.array(place.centre) + front * FRONT_PARTS / 2), place.height / 2])
+        bounds = ObjectBounds(centre, np.array([*(np.array(place.size) + np.abs(front) * FRONT_PARTS), place.height]), 0.0)
+    else:
+        thing = next((o for o in world.objects() if o.name == name), None)
+        if thing is None:
+            raise UnknownObjectError(f"no {name!r} in the household scene")
+        if not thing.place or thing.place not in layout.places:
+            raise InvalidArgumentError(f"{name} is on no place the robot works at")
+        step = side_step(layout, thing.place, thing.position)
+        stance = stance_pose(layout, thing.place, step[0] if step is not None else 0.0)
+        bounds = ObjectBounds.of(thing.position, thing.size, yaw_of(thing.orientation), category_of(thing.type, config).anchor)
+    optics = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
+    before, saved = world.base_pose, pb.saveState(physicsClientId=world.client)
+    try:
+        world._place_base(stance)  # the world's own teleport (there is no public one): no physics time passes
+        # the arm as the skills drive it (stowed over the base), not at home in front of the camera
+        for joint, q in zip(world.arm_indices, _look_posture(world)):
+            pb.resetJointState(world.robot_id, joint, q, physicsClientId=world.client)
+        spec = world.camera(optics)
+        image = world.render(spec)
+    finally:  # the world exactly as it was: base, arm and every body
+        pb.restoreState(saved, physicsClientId=world.client)
+        pb.removeState(saved, physicsClientId=world.client)
+        world.base_pose = before
+    return Crop(*object_crop(Frame(image.rgb, image.depth), camera_model(spec), bounds, None))
 
 
 def _triple(values: Any) -> tuple[float, float, float]:
     return float(values[0]), float(values[1]), float(values[2])
+
+
+
+def _look_posture(world: HouseholdWorld) -> tuple[float, ...]:
+    """The stowed arm (the skills' posture at a place before they reach) turned LOOK_TURN about its first joint."""
+    q = list(world.profile.stowed or world.profile.home)
+    q[0] += LOOK_TURN
+    return tuple(q)
