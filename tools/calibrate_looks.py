@@ -15,12 +15,13 @@ It reports the similarity distributions of same-pose pairs (same shape, any colo
 value with the fewest errors), and the nearest-neighbour pose accuracy with colour as the distractor. The last
 line of stdout is one JSON object with all of it.
 
-The DROC evaluation's own object renders count too (``--droc``, on by default): within each task of
-config/benchmarks/droc/, the crops of its variants' objects (``DrocWorlds.crop``) as pairs that must match
-(teach, same and similar objects) or must not (a dissimilar object against the others). The cups alone
-allow any threshold in (0.595, 0.651); the DROC pairs alone any in (0.687, 0.903): the two ranges do not
-meet (a red mug and a clear glass, a cupboard and a fridge, differ in colour but not in the coarse shape
-this descriptor keeps, as much as a red and a blue upright cup do). The threshold written to
+The DROC evaluation's own object crops count too (``--droc``, on by default): within each task of
+config/benchmarks/droc/, every two of its variants' crops (``DrocWorlds.crop``: the robot's camera, cut out by
+box and depth as ``perception/describe_object`` does, no segmentation ids) as pairs that must match (teach,
+same and similar variants; the same object at another place too) or must not (a dissimilar object against the
+others). The cups alone allow any threshold in (0.595, 0.651); the DROC pairs alone any in (0.662, 0.847): the
+two ranges do not meet (a red mug and a clear glass, a cupboard and a fridge, differ in colour but not in the
+coarse shape this descriptor keeps, as much as a red and a blue upright cup do). The threshold written to
 config/knowledge.yaml (``retrieval.visual_threshold``) is the one with the lowest balanced error, the mean
 of each set's share of pairs on the wrong side, so neither set's size decides; both sets' errors at it are
 printed and written down there.
@@ -42,7 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from teachbot.evaluation.droc_looks import cup_looks, scene_camera  # noqa: E402, F401 - scene_camera: here too
+from teachbot.evaluation.droc_looks import cup_looks  # noqa: E402
+from teachbot.evaluation.droc_worlds import scene_camera  # noqa: E402, F401 - scene_camera: here too
 from teachbot.knowledge.object_crop import knowledge_settings  # noqa: E402
 from teachbot.robot_profile import RobotProfile  # noqa: E402
 from teachbot.sim.cup import POSES  # noqa: E402
@@ -82,24 +84,25 @@ def balanced_threshold(sets: dict[str, tuple[list[float], list[float]]]) -> tupl
 
 
 def droc_pairs(embedder: Any) -> tuple[list[float], list[float], list[dict[str, Any]]]:
-    """Within each DROC task, the similarity of its variants' object crops: pairs that must match (teach, same,
-    similar), pairs that must not (a dissimilar object against the others); and each pair named."""
+    """Within each DROC task, the similarity of every two of its variants' object crops (``DrocWorlds.crop``: the
+    robot's camera, no segmentation ids): pairs that must match (teach, same, similar; the same object at another
+    place is a pair too), pairs that must not (a dissimilar object against the others); and each pair named."""
     from teachbot.evaluation.droc_tasks import load_tasks  # deferred: the DROC evaluation's worlds, only with --droc
     from teachbot.evaluation.droc_worlds import DrocWorlds  # deferred: as above
 
     match, other, named = [], [], []
     with DrocWorlds() as worlds:
         for task in load_tasks():
-            variants = list({v.object: v for i in (1, 2, 3) for v in task.iteration(i)}.values())
             looks = {}
-            for v in variants:
+            for v in task.variants:
                 crop = worlds.crop(task, v)
-                looks[v.object] = (v.role, embedder.embed(crop.rgb, crop.depth, crop.mask))
-            for (a, (ra, va)), (b, (rb, vb)) in itertools.combinations(looks.items(), 2):
+                looks[v.name] = (v.object, v.role, embedder.embed(crop.rgb, crop.depth, crop.mask))
+            for (a, (oa, ra, va)), (b, (ob, rb, vb)) in itertools.combinations(looks.items(), 2):
                 score = float(embedder.similarity(va, vb))
                 same = "dissimilar" not in (ra, rb)
                 (match if same else other).append(score)
-                named.append({"task": task.id, "a": a, "b": b, "match": same, "similarity": round(score, 3)})
+                named.append({"task": task.id, "a": f"{a} ({ra}: {oa})", "b": f"{b} ({rb}: {ob})", "match": same,
+                              "similarity": round(score, 3)})
     return match, other, named
 
 
