@@ -10,8 +10,9 @@ object out as ``perception/describe_object`` does, never by the simulator's segm
 tabletop from the fixed scene camera of config/sim.yaml, by the detector's box of its track and the pixels
 that depth puts above the table inside its footprint (:func:`tabletop_crops`); in the household from the
 robot's mast camera, the base standing where the skills stand to work at the thing's place, by the
-projection of its pose and size and by depth (a piece of furniture, the cupboard or the fridge: its box,
-seen from where the robot stands at it). RGB, depth and mask for the visual descriptors of teachbot.knowledge.
+projection of its pose and size and by depth, the arm stowed out of the camera's view (a piece of furniture,
+the cupboard or the fridge: its box, seen from a metre behind where the robot stands at it). RGB, depth and
+mask for the visual descriptors of teachbot.knowledge.
 """
 
 from __future__ import annotations
@@ -261,10 +262,11 @@ def tabletop_crops(world: TabletopWorld, config: PerceptionConfig | None = None)
 def household_crop(world: HouseholdWorld, name: str, config: PerceptionConfig) -> Crop:
     """The thing ``name`` (or the piece of furniture) from the robot's mast camera (config/household/layout.yaml
     base.camera, the optics of config/sim.yaml's camera) with the base where the skills stand to work at its
-    place (:func:`stance_pose` with :func:`side_step`; at a piece of furniture: its stance), cut out as the
-    perception node's ``describe_object`` does in the household: the projection of its pose and size (no
-    detector box) and the pixels depth puts inside that box above its support. The base and the arm (stowed,
-    as the skills drive) are put back after."""
+    place (:func:`stance_pose` with :func:`side_step`; a piece of furniture: from FURNITURE_BACK behind its
+    stance, its box grown by its front parts), cut out as the perception node's ``describe_object`` does in the
+    household: the projection of its pose and size (no detector box) and the pixels depth puts inside that box
+    above its support. The arm is stowed as the skills drive, turned out of the camera's view (:func:`_look_posture`);
+    the base, the arm and every body are put back after."""
     layout = world.layout
     if name in layout.places:
         place = layout.place(name)
@@ -285,7 +287,7 @@ def household_crop(world: HouseholdWorld, name: str, config: PerceptionConfig) -
     before, saved = world.base_pose, pb.saveState(physicsClientId=world.client)
     try:
         world._place_base(stance)  # the world's own teleport (there is no public one): no physics time passes
-        # the arm as the skills drive it (stowed over the base), not at home in front of the camera
+        # the arm stowed as the skills drive, turned aside: at home, or stowed straight, it hides what is in front
         for joint, q in zip(world.arm_indices, _look_posture(world)):
             pb.resetJointState(world.robot_id, joint, q, physicsClientId=world.client)
         spec = world.camera(optics)
@@ -299,7 +301,6 @@ def household_crop(world: HouseholdWorld, name: str, config: PerceptionConfig) -
 
 def _triple(values: Any) -> tuple[float, float, float]:
     return float(values[0]), float(values[1]), float(values[2])
-
 
 
 def _look_posture(world: HouseholdWorld) -> tuple[float, ...]:
