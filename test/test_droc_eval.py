@@ -20,7 +20,9 @@ from timing import pytest_timeout
 from teachbot.cli import main
 from teachbot.errors import ConfigError
 from teachbot.evaluation.droc import METHODS, DrocConfig, double_models, format_table, read_results, run_droc, summarise, write_summary
-from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, read_parameter, wrong_object
+from teachbot.evaluation.droc_doubles import CorrectionDouble, read_parameter, wrong_object
+from teachbot.evaluation.droc_extraction_double import ExtractionDouble
+from teachbot.evaluation.droc_request import first as first_listed
 from teachbot.evaluation.droc_tasks import load_tasks
 from teachbot.knowledge import KnowledgeStore
 from teachbot.paths import config_path
@@ -28,7 +30,7 @@ from teachbot.paths import config_path
 pytestmark = pytest.mark.timeout(pytest_timeout(600))
 
 MAT = "square drink mat"
-ALL = ("droc", "droc-full-history", "droc-no-prior", "droc-no-visual", "droc-retrieve-all", "droc-rule-skills", "cap")
+ALL = ("droc", "droc-full-history", "droc-no-prior", "droc-no-visual", "droc-retrieve-all", "ours-r", "droc-rule-skills", "cap")
 
 
 def skill_tasks(tmp: Path):
@@ -175,7 +177,8 @@ def test_the_summary_and_report(skill_run) -> None:
 
 def test_plan_level_knowledge_carries_the_right_object(tmp_path, embedder) -> None:
     tasks = [t for t in load_tasks() if t.id == "my_cup"]
-    run_droc(DrocConfig(methods=("droc", "cap")), tmp_path, double_models(), tasks=tasks, text_embedder=embedder)
+    # a reader that takes the first cup listed: the red one (the scenes list it first), so each episode starts wrong
+    run_droc(DrocConfig(methods=("droc", "cap")), tmp_path, double_models(guess=first_listed), tasks=tasks, text_embedder=embedder)
     rows = {(r["method"], r["iteration"]): r for r in read_results(tmp_path)}
     assert rows["droc", 1]["said"] == ["No, not the red cup. My cup is the blue cup."] and rows["droc", 1]["success"]
     assert "# correction: plan-level, about the initial request: Use the blue cup, not the red cup." in rows["droc", 1]["transcript"]
@@ -185,7 +188,7 @@ def test_plan_level_knowledge_carries_the_right_object(tmp_path, embedder) -> No
     for iteration in (2, 3):
         assert rows["droc", iteration]["corrections"] == 0 and "they mean the blue cup" in rows["droc", iteration]["shown"]
         assert rows["cap", iteration]["corrections"] == 1  # told again every time
-    assert ">>> grasp('blue cup')" in rows["droc", 3]["transcript"] and "green cup" not in rows["droc", 3]["transcript"]
+    assert ">>> grasp('blue cup')" in rows["droc", 3]["transcript"] and "grasp('green cup')" not in rows["droc", 3]["transcript"]
 
 
 def test_a_run_resumes_and_refuses_other_settings(tmp_path, embedder) -> None:
@@ -324,9 +327,7 @@ def test_configured_models_over_an_endpoint(tmp_path, capsys) -> None:
 
     from teachbot.evaluation.droc_doubles import InteractionDouble
 
-    task = next(t for t in load_tasks() if t.id == "drawer_part_open")
     console, handler, extractor = InteractionDouble(), CorrectionDouble(), ExtractionDouble()
-    console.begin(task, task.iteration(1)[0])
 
     def respond(body: dict) -> str:
         prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", [])) or str(body.get("prompt", ""))
@@ -413,3 +414,36 @@ def test_silent_injection_is_the_labelled_option(tmp_path, embedder) -> None:
     # the model read the value from the block and wrote it; a keyword the model writes wins, so nothing was left to inject
     assert again["corrections"] == 0 and ">>> open('cupboard', pull_distance=0.22)" in again["transcript"] and again["applied"] == []
     assert json.loads((tmp_path / "droc_settings.json").read_text())["inject"] is True
+
+
+def test_plan_level_pairs_droc_keeps_what_ours_r_cannot(tmp_path, embedder) -> None:
+    """The Table II pairs: DROC's distilled knowledge solves each test task; Ours-R's saved plan does not carry
+    over to a request worded otherwise or about other things. A reader that takes the first thing listed and
+    puts things in the sink when it does not know better, so that every train task starts wrong."""
+    tasks = [t for t in load_tasks() if t.type]
+    assert sorted(t.type for t in tasks) == ["common_sense", "feasibility", "preference", "scene"]
+
+    def guess(words: str, candidates) -> str:
+        return "sink" if "sink" in candidates else candidates[0]
+
+    run_droc(DrocConfig(methods=("droc", "ours-r"), iterations=2), tmp_path, double_models(guess=guess), tasks=tasks,
+             text_embedder=embedder)
+    rows = {(r["method"], r["type"], r["role"]): r for r in read_results(tmp_path)}
+    for kind in ("preference", "feasibility", "common_sense", "scene"):
+        for method in ("droc", "ours-r"):
+            assert rows[method, kind, "train"]["corrections"] == 1 and rows[method, kind, "train"]["success"], (method, kind)
+        assert rows["droc", kind, "test"]["corrections"] == 0 and rows["droc", kind, "test"]["success"], kind
+        assert rows["ours-r", kind, "test"]["corrections"] == 1 and rows["ours-r", kind, "test"]["success"], kind
+    # the preference pair: Ours-R is shown the saved plan (a similar request) but its orange juice is not there
+    assert "A plan that worked for 'bring me a drink': grasp('orange juice')" in rows["ours-r", "preference", "test"]["shown"]
+    assert "does not drink milk" in rows["droc", "preference", "test"]["shown"]
+    assert ">>> open('fridge')" in rows["droc", "feasibility", "test"]["transcript"].split("wait_for_trigger()")[1]
+    write_summary(tmp_path)
+    saved = (tmp_path / "knowledge" / "ours-r" / "plans.jsonl").read_text().splitlines()
+    assert len(saved) == 8 and json.loads(saved[0])["statements"] == ["grasp('orange juice')", "handover_object_to_human()"]
+    assert [p.name for p in (tmp_path / "knowledge" / "ours-r").iterdir()] == ["plans.jsonl"]  # nothing distilled
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["plan_pairs"]["droc"]["scene"]["test"]["mean"] == 0.0
+    assert summary["plan_pairs"]["ours-r"]["common_sense"]["test"]["mean"] == 1.0
+    report = (tmp_path / "report.md").read_text()
+    assert "the paper's Tables II and III" in report and "common_sense test" in report

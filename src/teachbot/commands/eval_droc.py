@@ -23,7 +23,7 @@ from teachbot.commands.llm_args import checked_llm_config
 ROLES = ("interaction", "correction", "improvement")  # the console, the correction handler, the knowledge extractor
 # teachbot.evaluation.droc.METHODS (kept light); droc-all-history, the old name of droc-retrieve-all, is still accepted
 DEFAULT_NOISE = 0.1  # the doubles' reading noise unless --noise says otherwise
-METHODS = ("droc", "droc-full-history", "droc-no-prior", "droc-retrieve-all", "droc-no-visual", "droc-rule-skills", "cap")
+METHODS = ("droc", "droc-full-history", "droc-no-prior", "droc-retrieve-all", "droc-no-visual", "ours-r", "droc-rule-skills", "cap")
 
 
 def register(kinds: argparse._SubParsersAction) -> None:

@@ -70,7 +70,8 @@ from teachbot.console.household_api import HouseholdRobot
 from teachbot.console.session import SessionConfig
 from teachbot.console.tabletop_api import TabletopRobot
 from teachbot.errors import ConfigError
-from teachbot.evaluation.droc_doubles import CorrectionDouble, ExtractionDouble, InteractionDouble, Understanding
+from teachbot.evaluation.droc_doubles import CorrectionDouble, InteractionDouble, Understanding
+from teachbot.evaluation.droc_extraction_double import ExtractionDouble
 from teachbot.evaluation.droc_looks import upright_flipped
 from teachbot.evaluation.droc_report import (  # noqa: F401 - read_results, summarise, format_table, write_summary: here too
     LOOKS,
@@ -84,8 +85,9 @@ from teachbot.evaluation.droc_report import (  # noqa: F401 - read_results, summ
     summarise,
     write_summary,
 )
+from teachbot.evaluation.droc_request import Guess
 from teachbot.evaluation.droc_select_double import SelectionDouble
-from teachbot.evaluation.droc_sources import AllHistory, AllHistoryKnowledge, RecordingHandler
+from teachbot.evaluation.droc_sources import AllHistory, AllHistoryKnowledge, RecordingHandler, SavedPlans, plan_that_worked
 from teachbot.evaluation.droc_tasks import DrocTask, Variant, load_tasks
 from teachbot.evaluation.droc_worlds import DrocWorlds
 from teachbot.interaction import CoreConfig, InteractionCore
@@ -102,6 +104,7 @@ from teachbot.knowledge import (
 )
 from teachbot.language.dialog import DialogChannel, SessionEnded
 from teachbot.language.registry import RobotApi
+from teachbot.language.transcript import Transcript
 from teachbot.learning.improver import Improver
 from teachbot.learning.learner import Learner
 from teachbot.llm.scripted import ScriptedModel
@@ -115,7 +118,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DrocMethod:
-    """``knowledge``: 'retrieval' (text + looks), 'no-visual', 'all' or '' (none); ``prior``: kept across episodes;
+    """``knowledge``: 'retrieval' (text + looks), 'no-visual', 'all', 'plans' (Ours-R: saved plans, no distillation)
+    or '' (none); ``prior``: kept across episodes;
     ``history_selection``: the handler's two steps (False: one call with the whole history, Ours-E)."""
 
     name: str
@@ -134,6 +138,8 @@ METHODS: dict[str, DrocMethod] = {m.name: m for m in (
     DrocMethod("droc-no-prior", prior=False, description="as droc, the knowledge store emptied before every episode"),
     DrocMethod("droc-retrieve-all", knowledge="all", description="as droc, every entry shown and every learned parameter applied"),
     DrocMethod("droc-no-visual", knowledge="no-visual", description="as droc, objects matched by name and task text only"),
+    DrocMethod("ours-r", knowledge="plans",
+               description="Ours-R: no distillation; the plan that worked for the most similar earlier request is shown"),
     DrocMethod("droc-rule-skills", rule_skills=True,
                description="ablation: as droc, skill knowledge by rule from the re-run calls' values, not the LLM extractor"),
     DrocMethod("cap", handler=False, knowledge="", prior=False,
@@ -165,12 +171,13 @@ class DrocModels:
                 model.begin_draw(key)
 
 
-def double_models(noise: float = 0.0, seed: int = 0) -> DrocModels:
-    """The offline stand-ins (teachbot.evaluation.droc_doubles), each reading with ``Understanding(noise, seed)``."""
-    return DrocModels(InteractionDouble(understanding=Understanding(noise, seed)),
-                      InteractionDouble(cap=True, understanding=Understanding(noise, seed)),
+def double_models(noise: float = 0.0, seed: int = 0, guess: Guess | None = None) -> DrocModels:
+    """The offline stand-ins (teachbot.evaluation.droc_doubles), each reading with ``Understanding(noise, seed)``;
+    ``guess``: how the interaction doubles pick among things a request fits alike (None: drawn from the seed)."""
+    return DrocModels(InteractionDouble(understanding=Understanding(noise, seed), guess=guess),
+                      InteractionDouble(cap=True, understanding=Understanding(noise, seed), guess=guess),
                       CorrectionDouble(Understanding(noise, seed)), ExtractionDouble(Understanding(noise, seed)), "doubles",
-                      fresh=double_models, selection=SelectionDouble(Understanding(noise, seed)))
+                      fresh=lambda n, k: double_models(n, k, guess), selection=SelectionDouble(Understanding(noise, seed)))
 
 
 # ---------------------------------------------------------------------------------------- the person
@@ -251,8 +258,9 @@ class DrocPerson(DialogChannel):
         return {"type": "dialog", "text": sentence}
 
     def ask(self, question: str) -> dict:
+        """The person answers from what they want (``DrocTask.answer``: the ground truth); not a correction."""
         self.say(question)
-        return {"type": "dialog", "text": f"Please {self.variant.instruction}."}
+        return {"type": "dialog", "text": self.task.answer(self.variant, question)}
 
 
 class MethodAgent:
@@ -265,7 +273,9 @@ class MethodAgent:
         if method.knowledge and old is not None and old.is_dir() and not store_dir.exists():
             log.warning("DROC: the knowledge store %s of the renamed method moves to %s", old, store_dir)
             old.rename(store_dir)
-        self.store = KnowledgeStore(store_dir) if method.knowledge else None
+        self.store = KnowledgeStore(store_dir) if method.knowledge and method.knowledge != "plans" else None
+        self.plans = SavedPlans(store_dir / "plans.jsonl", text_embedder, KnowledgeConfig.load().text_threshold) \
+            if method.knowledge == "plans" else None
         config = dataclasses.replace(KnowledgeConfig.load(), order=retrieval, select_enabled=models.selection is not None)
         self.retriever = KnowledgeRetriever(self.store, text_embedder, descriptor, config, select_model=models.selection) \
             if self.store is not None else None
@@ -278,6 +288,8 @@ class MethodAgent:
                     {"prompt_digest": completion.prompt_digest, "raw": completion.text}))
 
     def forget_all(self) -> None:
+        if self.plans is not None:
+            self.plans.clear()
         if self.store is not None:
             for entry in self.store.list():
                 self.store.remove(entry.id)
@@ -303,8 +315,6 @@ class MethodAgent:
             (lambda: [o.name for o in world.objects()])
         functions = robot_functions(task, world, recorder, person)
         model = self.models.interaction if self.method.handler else self.models.cap
-        if hasattr(model, "begin"):
-            model.begin(task, variant)
         logs: list[str] = []
         knowledge = learner = handler = extractor = None
         if self.store is not None:
@@ -318,6 +328,8 @@ class MethodAgent:
             extractor = KnowledgeExtractor(self.models.extraction, api, parameters, extraction)
             learner = Learner.in_process(Improver(ScriptedModel([], name="improvement:none"), api, "off"),
                                          extractor=extractor, knowledge=self.store, image_of=self._image_with_name)
+        elif self.plans is not None:
+            knowledge = ConsoleKnowledge(self.plans, parameters.declared, logs.append, inject=self.inject)
         if self.method.handler:
             config = dataclasses.replace(CorrectionConfig.load(), history_selection=self.method.history_selection)
             handler = RecordingHandler(self.models.correction, api, parameters, config, object_size=lambda n: _size(worlds, task, n))
@@ -341,15 +353,18 @@ class MethodAgent:
                 person.pending = f"{variant.instruction}. {sentence}"
         finally:
             core.shutdown()
+        if self.plans is not None and person.success:  # Ours-R keeps the plan that did it
+            self.plans.save(variant.instruction, plan_that_worked(Transcript.parse("\n".join(transcripts))))
         applied = [{"function": f, "object": o, "values": v} for f, o, v in (knowledge.applied if knowledge else [])]
-        return {"variant": variant.name, "role": variant.role, "object": variant.object, "level": task.level,
+        return {"variant": variant.name, "role": variant.role, "object": variant.object, "level": task.level, "type": task.type,
                 "world": task.world, "corrections": len(person.said), "success": person.success, "said": list(person.said),
                 "params": recorder.params() or {}, "applied": applied, "shown": person.shown, "stops": stops,
                 "handler": handler.answers if handler is not None else [], "extractor": list(self.extracted),
                 "extractor_unread": list(extractor.unread) if extractor is not None else [],
                 "selection": list(self.selected) if self.method.knowledge in ("retrieval", "no-visual") else [],
                 "history_selection": self.method.history_selection if self.method.handler else None,
-                "knowledge_entries": len(self.store.list()) if self.store is not None else 0, "tokens": tokens,
+                "knowledge_entries": len(self.store.list()) if self.store is not None else
+                len(self.plans.plans()) if self.plans is not None else 0, "tokens": tokens,
                 "cost_usd": round(cost, 6), "wall_s": round(time.monotonic() - started, 3), "transcript": "\n".join(transcripts),
                 "log": logs}
 
@@ -379,7 +394,10 @@ def object_images(worlds: DrocWorlds, task: DrocTask, variant: Variant, descript
 def robot_functions(task: DrocTask, world: Any, recorder: Recorder, person: DrocPerson) -> dict[str, Callable[..., Any]]:
     if task.world == "household":
 
-        return HouseholdRobot(recorder, world.object_names, world.thing_states, person, world.layout).functions()
+        def where() -> dict[str, str]:  # list_objects(location): what stands at a place (or on a thing there)
+            return {o.name: o.supported_by or o.place for o in world.objects() if not o.held}
+
+        return HouseholdRobot(recorder, world.object_names, world.thing_states, person, world.layout, where=where).functions()
 
     return TabletopRobot(recorder, lambda: {o.name: o.position for o in world.objects()}, person).functions()
 

@@ -5,12 +5,16 @@ person's words reach the correction handler and come back as a re-run or a repla
 stores what was corrected and that retrieval brings it back (or keeps it away) for the next object. Each
 double answers from what its prompt holds, in the styles chat models use (fenced JSON, prose around it):
 
-- ``InteractionDouble`` types the variant's oracle plan, one statement per turn, with the keywords its
-  prompt's "# What I know:" block gives the call's skill (``name=value`` of a learned skill parameter; the
-  console applies nothing silently unless ``--inject-learned``), then ``wait_for_trigger()``; after a
-  failed statement or a re-run typed by the console it hands back at once. In a plan-level task it takes
-  the distractor (``Variant.wrong_plan``) unless its prompt names the right object: the "# What I know:"
-  block, a "# correction: plan-level" note, or the person's correction. With ``cap=True`` it is the
+- ``InteractionDouble`` reads the person's request and what ``list_objects()`` (``get_obj_names()`` on the
+  tabletop) answers, the first thing it types, and turns them into a plan with a small grammar of the API's
+  verbs (teachbot.evaluation.droc_request: it is never handed the task, the variant or its plan). It types
+  the plan one statement per turn, with the keywords its prompt's "# What I know:" block gives the call's
+  skill (``name=value`` of a learned skill parameter; the console applies nothing silently unless
+  ``--inject-learned``), then ``wait_for_trigger()``; after a failed statement or a re-run typed by the
+  console it hands back at once. A name that fits several listed objects ("my cup") is the one its prompt
+  names as the right one (the "# What I know:" block, a "# correction: plan-level" note, the person's
+  corrections; the newest correction weighs most, the knowledge least), else a guess drawn from the seed and
+  the episode (the same for every method). With ``cap=True`` it is the
   Code-as-Policies baseline's model: no handler reads the person's words, so it turns a skill-level
   sentence into the corrected call itself, one FIXED step (the grounding of config/knowledge.yaml for an
   object of the default size, i.e. without the object's scale) from the value it last wrote, and remembers
@@ -27,10 +31,7 @@ double answers from what its prompt holds, in the styles chat models use (fenced
   way" -> the declared default, "not the X ... the Y" -> plan-level; "a bit more" or "a bit less" without a
   parameter word repeats (or reverses) the parameter change of a skill-level note, when the history shown
   holds one.
-- ``ExtractionDouble`` reads the corrections out of the extractor's plan prompt (prompts/droc_extract.txt)
-  and distils a "not the X but the Y" into a task constraint about Y; the skill prompt
-  (prompts/droc_extract_skill.txt) it answers from the calls that prompt lists: the declared parameters
-  (of the prompt's API block) they wrote, the last value winning, after a line of reasoning.
+- ``ExtractionDouble`` (teachbot.evaluation.droc_extraction_double) answers the extractor's prompts.
 
 Imperfect understanding (``Understanding``): one named level, ``noise``, the same for every method, and a
 seed (one per trial). Each reading a double makes can go wrong with probability ``noise``, drawn from the
@@ -58,7 +59,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from teachbot.evaluation.doubles import current_transcript, literal_call, person_words
-from teachbot.evaluation.droc_tasks import Call, DrocTask, Variant
+from teachbot.evaluation.droc_request import Guess, RequestReader, is_look, looks_taken, world_of
+from teachbot.evaluation.droc_tasks import Call
 from teachbot.evaluation.reading_doubles import unit
 from teachbot.knowledge.correction import rewrite_call, skill_calls
 from teachbot.knowledge.grounding import CorrectionConfig, ground, resolve
@@ -193,11 +195,6 @@ def knowledge_block(prompt: str) -> str:
     return "\n".join(block)
 
 
-def names_right_object(text: str, obj: str) -> bool:
-    """Whether ``text`` names ``obj`` other than as "not the <obj>"."""
-    return any(not re.search(r"not the\s*$", text[: m.start()], re.I) for m in re.finditer(re.escape(obj), text, re.I))
-
-
 def _outputs_after(transcript: Transcript, index: int) -> list[str]:
     return [e.text for e in transcript.entries[index + 1:] if e.kind == "output"]
 
@@ -222,22 +219,17 @@ def _said_lines(transcript: Transcript) -> list[tuple[int, str]]:
 
 
 class InteractionDouble(ScriptedModel, NoisyReader):
-    """The interaction model's stand-in (see the module docstring); ``begin(task, variant)`` before each episode."""
+    """The interaction model's stand-in (see the module docstring): it reads only its prompt."""
 
-    def __init__(self, cap: bool = False, understanding: Understanding | None = None) -> None:
+    def __init__(self, cap: bool = False, understanding: Understanding | None = None, guess: Guess | None = None) -> None:
         super().__init__(respond=self.answer, name="interaction:droc-cap-double" if cap else "interaction:droc-double")
-        self.cap = cap
+        self.cap, self.fixed_guess = cap, guess
         self.understanding = understanding or Understanding()
-        self.task: DrocTask | None = None
-        self.variant: Variant | None = None
         self.config = CorrectionConfig.load()
 
-    def begin(self, task: DrocTask, variant: Variant) -> None:
-        self.task, self.variant = task, variant
-
     def answer(self, prompt: str) -> str:
-        assert self.task is not None and self.variant is not None, "begin(task, variant) first"
         transcript = current_transcript(prompt)
+        world = world_of(prompt)
         said = _said_lines(transcript)
         if not said:
             return WAIT
@@ -245,29 +237,32 @@ class InteractionDouble(ScriptedModel, NoisyReader):
         outputs = _outputs_after(transcript, last - 1)  # the person's output itself, and what followed
         if any(SKILL_NOTE in text for text in outputs):
             return WAIT  # the console re-ran the corrected call itself
-        code = [e for e in transcript.entries[last + 1:] if e.kind == "code"]
-        if code and any(_failed(text) for text in outputs[1:]):
+        entries = transcript.entries
+        acted = [i for i in range(last + 1, len(entries)) if entries[i].kind == "code" and not is_look(entries[i].text)]
+        code = [entries[i] for i in acted]
+        if any(i + 1 < len(entries) and entries[i + 1].kind == "output" and _failed(entries[i + 1].text) for i in acted):
             return at_limit(transcript) or WAIT  # a statement failed: hand back to the person
         if self.cap and len(said) > 1 and wrong_object(words) is None:
             before = Transcript(transcript.entries[:last])
-            call = self.cap_call(before, words)
+            call = self.cap_call(before, words, world)
             if call:  # the corrected call, then back to the person
                 return WAIT if code else call
-        plan = self.plan(prompt, transcript, said)
+        plan = self.plan(prompt, transcript, said, world)
+        if isinstance(plan, str):
+            return plan  # a look first
         if len(code) >= len(plan):
             return WAIT
         call = plan[len(code)]
-        return render_call(call, {} if self.cap else self.learned(prompt, call))
+        return render_call(call, {} if self.cap else self.learned(prompt, call, world))
 
     def known(self, prompt: str) -> list[str]:
         """The lines of the prompt's "# What I know:" block this reader takes in (each missed with the noise)."""
         return [line for line in knowledge_block(prompt).splitlines() if not self.understanding.slips("knowledge line", line)]
 
-    def learned(self, prompt: str, call: Call) -> dict[str, float]:
+    def learned(self, prompt: str, call: Call, world: str) -> dict[str, float]:
         """The keywords the knowledge block gives ``call``: every ``name=value`` of a line it takes in whose name
         ``call``'s skill declares (its signature in the prompt), the first line's value winning."""
-        assert self.task is not None
-        declared = _bound(self.task.world).declared(call.skill)
+        declared = _bound(world).declared(call.skill)
         values: dict[str, float] = {}
         for line in self.known(prompt):
             said = line.split("(learned from", 1)[0] + " " + "".join(re.findall(r"\(\w+: [^)]*\)", line))
@@ -276,24 +271,31 @@ class InteractionDouble(ScriptedModel, NoisyReader):
                     values[name] = float(value)
         return values
 
-    def plan(self, prompt: str, transcript: Transcript, said: list[tuple[int, str]]) -> tuple[Call, ...]:
-        """The oracle plan, or in a plan-level task the wrong one unless the prompt names the right object."""
-        variant = self.variant
-        assert variant is not None and self.task is not None
-        if self.task.level != "plan":
-            return variant.plan
+    def plan(self, prompt: str, transcript: Transcript, said: list[tuple[int, str]], world: str) -> tuple[Call, ...] | str:
+        """The request read with what the looks answered (droc_request.RequestReader), steered by what the prompt
+        says of the right choice: the person's corrections (each taken in or not, with the noise; the newest
+        weighs most), the "# correction: plan-level" notes, then the "# What I know:" lines (those about this
+        request first); or the look to type first."""
         read = self.understanding
         notes = [line for e in transcript.entries if e.kind == "output" for line in e.text.splitlines()
                  if line.startswith(PLAN_NOTE)]
-        known = self.known(prompt)
         corrections = [w for i, (_, w) in enumerate(said[1:]) if not read.slips("correction", w, str(i))]  # one not taken in: the same plan
-        text = "\n".join([*known, *notes, *corrections])
-        return variant.plan if names_right_object(text, variant.object) else variant.wrong_plan()
+        request = said[0][1].strip().lower()
+        known = sorted(self.known(prompt), key=lambda line: request not in line.lower())  # lines about this request first
+        hints = [*reversed(corrections), *reversed(notes), *known]
+        return RequestReader(world, looks_taken(transcript), hints, self.guess).plan(said[0][1])
 
-    def cap_call(self, transcript: Transcript, words: str) -> str:
+    def guess(self, words: str, candidates: Sequence[str]) -> str:
+        """Which of several listed objects an ambiguous name means, with no hint in the prompt: one drawn from the
+        seed and the episode (the same draw for every method)."""
+        if self.fixed_guess is not None:
+            return self.fixed_guess(words, candidates)
+        read = self.understanding
+        return candidates[int(unit(read.seed, read.draw, "which", words, *candidates) * len(candidates))]
+
+    def cap_call(self, transcript: Transcript, words: str, world: str) -> str:
         """CaP: the last parameterised call again, one fixed step further the way the words say ('' when they say none)."""
-        assert self.task is not None
-        parameters = _bound(self.task.world)
+        parameters = _bound(world)
         names = [n for n in HOUSEHOLD_TARGETS if parameters.declared(n)] + ["put_first_on_second"]
         calls = [c for _, c in skill_calls(transcript, names, parameters)]
         if not calls:
@@ -331,7 +333,7 @@ def at_limit(transcript: Transcript) -> str:
     if len(entries) < 2 or entries[-2].kind != "code" or entries[-1].kind != "output":
         return ""
     limit = re.search(r"\bis (\w+)=([-+]?\d*\.?\d+)", entries[-1].text)
-    call = _parse_call(entries[-2].text)
+    call = parse_call(entries[-2].text)
     if limit is None or call is None or limit.group(1) not in call[2] or not entries[-1].text.startswith("ValueError"):
         return ""
     again = rewrite_call(entries[-2].text, {**call[2], limit.group(1): float(limit.group(2))})
@@ -398,7 +400,7 @@ class CorrectionDouble(ScriptedModel, NoisyReader):
         source = sources[-1] if sources else ""
         if len(sources) > 1 and understanding.slips("which call", said, fresh=True):
             source = understanding.other(sources, source, "which call", said)  # took another listed call for the one corrected
-        last = _parse_call(source) if source else None
+        last = parse_call(source) if source else None
         read = read_parameter(said, last[0]) if last is not None and named is None else None
         misread = understanding.slips("correction", said, fresh=True)
         if named is not None and misread and named[0]:
@@ -419,7 +421,7 @@ class CorrectionDouble(ScriptedModel, NoisyReader):
             name, direction = read
             answer.update(correction=True, level="skill", history="last", skill=skill, object=obj, amount="small")
             if direction == "default":
-                declared = _declared_defaults(prompt, skill)
+                declared = declared_defaults(prompt, skill)
                 name = next((k for k in keywords if k in declared), next(iter(declared), "")) if declared else ""
                 if not name:
                     answer.update(level="plan", history="none", constraint=said)
@@ -444,12 +446,12 @@ class CorrectionDouble(ScriptedModel, NoisyReader):
         return f"Here is how I read it:\n{body}\nThat is all."
 
 
-def _parse_call(source: str) -> tuple[str, str, dict[str, Any]] | None:
+def parse_call(source: str) -> tuple[str, str, dict[str, Any]] | None:
     call = literal_call(source)
     return (call[0], str(call[1][0]) if call[1] else "", call[2]) if call else None
 
 
-def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:
+def declared_defaults(prompt: str, skill: str) -> dict[str, float]:
     """The parameters the correction prompt lists under ``skill``'s declaration, with their numeric defaults."""
     part = prompt.split(f"def {skill}(", 1)
     if len(part) < 2:
@@ -457,56 +459,3 @@ def _declared_defaults(prompt: str, skill: str) -> dict[str, float]:
     block = part[1].split("\n\ndef ", 1)[0]
     found = re.findall(r"#\s+(\w+): default (-?[\d.]+)", block)
     return {name: float(value) for name, value in found}
-
-
-SKILL_CALLS = "The skill's calls after the correction"  # the calls section of prompts/droc_extract_skill.txt
-
-
-class ExtractionDouble(ScriptedModel, NoisyReader):
-    """The extraction model's stand-in (see the module docstring)."""
-
-    def __init__(self, understanding: Understanding | None = None) -> None:
-        super().__init__(respond=self.answer, name="extraction:droc-double")
-        self.understanding = understanding or Understanding()
-
-    def answer(self, prompt: str) -> str:
-        """The plan prompt's answer (a JSON list) or, for the skill prompt, :meth:`skill_answer`."""
-        if SKILL_CALLS in prompt:
-            return self.skill_answer(prompt)
-        request = re.search(r"The person's original request: (.*)", prompt)
-        section = prompt.split("The person's corrections:", 1)[-1].split("\n\n", 1)[0]
-        corrections = [line[2:].strip() for line in section.splitlines() if line.startswith("- ")]
-        items, seen = [], set()
-        for sentence in corrections:
-            if self.understanding.slips("extract", sentence, fresh=True):
-                continue  # missed
-            named = wrong_object(sentence)
-            if named is None or named[1] in seen:
-                continue
-            wrong, meant = named
-            seen.add(meant)
-            asked = request.group(1).strip() if request else "this"
-            text = f"When the person says '{asked}', they mean the {meant}" + (f", not the {wrong}." if wrong else ".")
-            items.append({"kind": "constraint", "text": text, "object": meant, "skill": "", "parameters": {}, "scope": "task"})
-        if not items:
-            return "The re-run calls already say what changed; nothing else to remember.\n[]"
-        return "From the corrections, the robot should remember:\n```json\n" + json.dumps(items, indent=1) + "\n```"
-
-    def skill_answer(self, prompt: str) -> str:
-        """The skill prompt's answer, from its text: the declared parameters (the prompt's API block) the listed
-        calls of the skill wrote, the last value winning; a missed correction (a slip) gives none."""
-        skill = re.search(r"^The skill: (\w+)", prompt, re.M)
-        obj = re.search(r"^The object it acted on: (.*)", prompt, re.M)
-        name, thing = (skill.group(1) if skill else ""), (obj.group(1).strip() if obj else "")
-        said = prompt.split("The person's corrections of this skill:", 1)[-1].split("\n\n", 1)[0].strip()
-        missed = self.understanding.slips("extract-skill", said, fresh=True)  # a slip: no parameter read at all
-        declared = {} if missed else _declared_defaults(prompt, name)
-        values: dict[str, Any] = {}
-        for line in prompt.split(SKILL_CALLS, 1)[-1].splitlines():
-            parsed = _parse_call(line[4:]) if line.startswith(">>> ") else None
-            if parsed is not None and parsed[0] == name:
-                values.update({k: v for k, v in parsed[2].items() if k in declared})
-        why = ", ".join(f"{k}={v}" for k, v in values.items()) or "no parameter"
-        return (f"Reasoning: the person corrected {name}() on the {thing}; the calls after the correction used {why}, "
-                f"the last value of each is what worked.\n```json\n"
-                + json.dumps({"skill": name, "object": thing, "parameters": values, "object_state": ""}) + "\n```")

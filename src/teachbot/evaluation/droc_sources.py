@@ -1,17 +1,107 @@
 """DROC's evaluation, the knowledge sources of its ablations and the handler that keeps its raw answers.
 
 ``AllHistory`` and ``AllHistoryKnowledge`` are ``droc-retrieve-all``'s: every entry shown and every learned
-parameter applied, no selection; ``RecordingHandler`` is the correction handler keeping what it answered
-(results.jsonl's ``handler``).
+parameter applied, no selection; ``SavedPlans`` is Ours-R's (the paper's plan-level baseline): no
+distillation, the plan that worked for the most similar earlier request; ``RecordingHandler`` is the
+correction handler keeping what it answered (results.jsonl's ``handler``).
 """
 
 from __future__ import annotations
 
+import ast
+import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from teachbot.evaluation.doubles import person_words
+from teachbot.evaluation.droc_request import is_look
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found
 from teachbot.knowledge import Correction, CorrectionHandler
-from teachbot.knowledge.retriever import render
+from teachbot.knowledge.retriever import HEADER, render
+from teachbot.language.transcript import NOTE_PREFIX, Transcript
+
+CONSOLE_ONLY = ("wait_for_trigger", "learn_from_interaction", "say", "ask")
+
+
+class SavedPlans:
+    """Ours-R's memory: the statements that did each earlier request (``save``), in a JSON-lines file.
+    ``find`` shows, for a request, the saved plan of the most similar saved request by the text embedding's
+    cosine (at least ``threshold``, the knowledge retrieval's text threshold), as one "# What I know:" line:
+    no distilled knowledge, no looks, no learned parameters of its own."""
+
+    def __init__(self, path: Path, text_embedder: Any, threshold: float) -> None:
+        self.path, self.embedder, self.threshold = Path(path), text_embedder, threshold
+
+    def plans(self) -> list[dict[str, Any]]:
+        """Every saved plan, oldest first: {"request", "statements"}."""
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def save(self, request: str, statements: list[str]) -> None:
+        """Keep ``statements`` as the plan that did ``request`` (nothing when there are none)."""
+        if statements:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(json.dumps({"request": request, "statements": statements}) + "\n")
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def find(self, task: str, object_name: str = "", kind: str = "", skill: str = "") -> Found:
+        saved = self.plans()
+        if kind or skill or not task or not saved:
+            return Found()
+        rows = np.asarray(self.embedder.embed([task, *(p["request"] for p in saved)]), dtype=np.float32)
+        scores = rows[1:] @ rows[0] / np.maximum(np.linalg.norm(rows[1:], axis=1) * np.linalg.norm(rows[0]), 1e-9)
+        best = int(np.argmax(scores))
+        if scores[best] < self.threshold:
+            return Found()
+        plan = saved[best]
+        line = f"A plan that worked for '{plan['request']}': {'; '.join(plan['statements'])}"
+        return Found((), f"{BLOCK_PREFIX}{HEADER}\n{BLOCK_PREFIX}- {line}", ("task",))
+
+
+def plan_that_worked(transcript: Transcript) -> list[str]:
+    """The robot statements that did the request in the end: the successful ones since the last plan-level
+    correction (a replan starts over), a skill-level re-run of a call standing in for that call."""
+    said = {i for i, _ in person_words(transcript)}
+    plan: list[str] = []
+    rerun = False  # the statement after a skill-level note is the console's re-run of the corrected call
+    entries = transcript.entries
+    for i, entry in enumerate(entries):
+        if i in said:
+            notes = [line for line in entry.text.splitlines() if line.startswith(NOTE_PREFIX)]
+            if any(n.startswith(NOTE_PREFIX + "plan-level") for n in notes):
+                plan = []
+            rerun = any(n.startswith(NOTE_PREFIX + "skill-level") for n in notes)
+        if entry.kind != "code" or i + 1 >= len(entries) or entries[i + 1].kind != "output":
+            continue
+        text = entry.text.strip()
+        if is_look(text) or text.split("(", 1)[0] in CONSOLE_ONLY:
+            continue
+        if entries[i + 1].text.strip() == "'success'":
+            same = [k for k, s in enumerate(plan) if rerun and _call_key(s) == _call_key(text) is not None]
+            if same:
+                plan[same[-1]] = text
+            else:
+                plan.append(text)
+        rerun = False
+    return plan
+
+
+def _call_key(statement: str) -> tuple[str, str] | None:
+    """(function, first argument) of a call statement; None when it is not one."""
+    try:
+        node = ast.parse(statement, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        return None
+    first = ast.unparse(node.args[0]) if node.args else ""
+    return node.func.id, first
 
 
 class AllHistory:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +38,16 @@ from teachbot.skills.parameters import SkillParameters
 
 WORLDS = ("household", "tabletop")
 LEVELS = ("skill", "plan")
-ROLES = ("teach", "same", "similar", "dissimilar")
-TASK_FILES = ("household.yaml", "tabletop.yaml")
+ROLES = ("teach", "same", "similar", "dissimilar", "train", "test")
+TASK_FILES = ("household.yaml", "tabletop.yaml", "plan_level.yaml")
+# the kinds of knowledge of the paper's plan-level tasks (its Table II): a train task, then a test task
+KNOWLEDGE_TYPES = ("preference", "feasibility", "common_sense", "scene")
 # what the person says, by the kind of mistake: a parameter to raise or lower, the default to come back
 # to (a change that does not apply to this object), the wrong object taken, or none of these
 SAYINGS = ("increase", "decrease", "default", "wrong_object", "retry")
 CHECKS = ("held", "handed_over", "placed", "rests_on", "opening", "undisturbed")
 TASK_FIELDS = ("id", "world", "level", "skill", "parameter", "instruction", "plan", "success", "corrections", "variants",
-               "iterations")
+               "iterations", "type")
 VARIANT_FIELDS = ("name", "role", "object", "scene", "needs", "corrected", "steps", "distractor", "instruction", "plan",
                   "success")
 MOVED = 0.015  # metres another object may be pushed before it counts as disturbed
@@ -129,6 +132,7 @@ class DrocTask:
     variants: tuple[Variant, ...]
     iterations: tuple[tuple[str, ...], ...]
     source: str = ""
+    type: str = ""  # a Table II pair's kind of knowledge (KNOWLEDGE_TYPES); '' for the iterated tasks
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -137,8 +141,8 @@ class DrocTask:
         raise KeyError(f"task {self.id} has no variant {name!r}; it has {', '.join(v.name for v in self.variants)}")
 
     def iteration(self, number: int) -> list[Variant]:
-        """The variants of DROC's iteration ``number`` (1, 2, 3)."""
-        return [self.variant(n) for n in self.iterations[number - 1]]
+        """The variants of DROC's iteration ``number`` (1, 2, 3; a Table II pair: 1 train, 2 test, none in 3)."""
+        return [self.variant(n) for n in self.iterations[number - 1]] if number <= len(self.iterations) else []
 
     def defaults(self) -> dict[str, float]:
         """The skill's parameter defaults for the world's simulated robot."""
@@ -153,7 +157,8 @@ class DrocTask:
         """What is wrong in ``after`` (from the ground truth ``before`` the robot acted), in plain words; empty on success."""
         out: list[str] = []
         for kind, spec in variant.success.items():
-            out += _CHECKS[kind](spec, variant, before, after)
+            for one in spec if isinstance(spec, list) else [spec]:  # a check may list several specs
+                out += _CHECKS[kind](one, variant, before, after)
         return out
 
     def success(self, variant: Variant, before: Truth, after: Truth) -> bool:
@@ -177,6 +182,21 @@ class DrocTask:
             if taken:
                 wrong.append(name)
         return wrong
+
+    def answer(self, variant: Variant, question: str) -> str:
+        """The person's answer to the robot's ``ask(question)``, from the ground truth of what they want: where
+        the thing goes for a "where" question, which thing they mean for one that asks which or names things of
+        the object's kind, else their request again (they have nothing more to say)."""
+        asked = question.lower()
+        goal = variant.success.get("placed") or variant.success.get("rests_on") or {}
+        goal = goal[0] if isinstance(goal, list) else goal
+        where = goal.get("at") or goal.get("support")
+        if "where" in asked and where:
+            return f"{'In' if 'bowl' in where or 'drawer' in where else 'On'} the {where}."
+        noun = variant.object.split()[-1]
+        if "which" in asked or re.search(rf"\b{re.escape(noun)}s?\b", asked):
+            return f"I mean the {variant.object}."
+        return f"Please {variant.instruction}."
 
     def direction(self, variant: Variant, used: Mapping[str, float] | None = None) -> str:
         """Which way the parameters ``used`` (the defaults where not given) miss what the variant needs:
@@ -271,8 +291,9 @@ def _undisturbed(spec: Any, variant: Variant, before: Truth, after: Truth) -> li
     if not spec:
         return []
     out = []
+    moved = {variant.object, *(str(one["object"]) for key in ("placed", "rests_on") for one in _specs(variant.success, key))}
     for name, was in before.objects.items():
-        if name == variant.object or name not in after.objects:
+        if name in moved or name not in after.objects:  # what the task moves
             continue
         now = after.objects[name]
         if was.inside and now.inside and now.upright:
@@ -331,14 +352,23 @@ def _success(raw: Any, obj: str, what: str) -> dict[str, Any]:
         raise ValueError(f"{what}: unknown check {unknown[0]!r}; known: {', '.join(CHECKS)}")
     spec = _fill(dict(raw), obj)
     for key, need in (("placed", ("object", "at")), ("rests_on", ("object", "support")), ("opening", ("place", "range"))):
-        if key in spec and (not isinstance(spec[key], Mapping) or any(k not in spec[key] for k in need)):
-            raise ValueError(f"{what}.{key} needs {', '.join(need)}")
+        for one in _specs(spec, key):
+            if not isinstance(one, Mapping) or any(k not in one for k in need):
+                raise ValueError(f"{what}.{key} needs {', '.join(need)}")
     for key, axes in (("placed", ("along", "across")), ("opening", ("range",))):
-        for axis in axes:
-            if key in spec and axis in spec[key]:
-                spec[key][axis] = _range(spec[key][axis], f"{what}.{key}.{axis}")
+        for one in _specs(spec, key):
+            for axis in axes:
+                if axis in one:
+                    one[axis] = _range(one[axis], f"{what}.{key}.{axis}")
     spec.setdefault("undisturbed", True)
     return spec
+
+
+def _specs(spec: Mapping[str, Any], key: str) -> list[Any]:
+    """The specs of check ``key`` in ``spec`` (a check may list several); [] when it has none."""
+    if key not in spec:
+        return []
+    return list(spec[key]) if isinstance(spec[key], list) else [spec[key]]
 
 
 def _variant(raw: Any, task: Mapping[str, Any], parameters: SkillParameters) -> Variant:
@@ -380,7 +410,7 @@ def parse_task(raw: Any, source: str = "tasks") -> DrocTask:
         if not isinstance(raw, Mapping):
             raise ValueError(f"expected a mapping with {', '.join(TASK_FIELDS)}")
         unknown = sorted(set(raw) - set(TASK_FIELDS))
-        missing = [f for f in TASK_FIELDS if f not in raw and f not in ("parameter", "plan", "success", "corrections")]
+        missing = [f for f in TASK_FIELDS if f not in raw and f not in ("parameter", "plan", "success", "corrections", "type")]
         if unknown or missing:
             raise ValueError(f"unknown fields {unknown}" if unknown else f"missing fields {missing}")
         if raw["world"] not in WORLDS or raw["level"] not in LEVELS:
@@ -403,12 +433,18 @@ def parse_task(raw: Any, source: str = "tasks") -> DrocTask:
         if len(set(names)) != len(names) or not variants:
             raise ValueError(f"variants need distinct names, got {names}")
         iterations = tuple(tuple(str(n) for n in it) for it in raw["iterations"] or [])
-        if len(iterations) != 3 or any(not it or set(it) - set(names) for it in iterations):
+        kind = str(raw.get("type") or "")
+        if kind and (kind not in KNOWLEDGE_TYPES or raw["level"] != "plan"):
+            raise ValueError(f"type (a plan-level train/test pair) must be one of {', '.join(KNOWLEDGE_TYPES)}, got {kind!r}")
+        if kind:
+            if len(iterations) != 2 or [v.role for it in iterations for v in variants if v.name in it] != ["train", "test"]:
+                raise ValueError("a train/test pair has two iterations: [[its train variant], [its test variant]]")
+        elif len(iterations) != 3 or any(not it or set(it) - set(names) for it in iterations):
             raise ValueError(f"iterations must be three non-empty lists of variant names ({', '.join(names)})")
-        if raw["level"] == "plan" and any(not v.distractor for v in variants):
+        if raw["level"] == "plan" and not kind and any(not v.distractor for v in variants):
             raise ValueError("every variant of a plan-level task names its distractor (the object a wrong plan takes)")
         return DrocTask(tid, raw["world"], raw["level"], str(raw["skill"]), parameter, str(raw["instruction"]), sentences,
-                        variants, iterations, source)
+                        variants, iterations, source, kind)
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"{source}: task {tid}: {exc}") from None
 
