@@ -18,6 +18,7 @@ import pytest
 from teachbot.evaluation.droc_doubles import Understanding
 from teachbot.evaluation.droc_select_double import SelectionDouble, category
 from teachbot.knowledge import ColourDepthDescriptor, KnowledgeConfig, KnowledgeEntry, KnowledgeRetriever, KnowledgeStore
+from teachbot.knowledge.entry import Provenance
 from teachbot.knowledge.paper_retrieval import parse_tasks, previous_tasks
 from teachbot.llm.scripted import ScriptedModel
 
@@ -39,19 +40,23 @@ DESCRIPTOR = ColourDepthDescriptor()  # its histogram intersection compares the 
 LOOK = {"coaster": (8.0, 1.0, 1.0, 0.0), "mat": (7.0, 2.0, 1.0, 0.0), "jar": (0.0, 1.0, 2.0, 7.0), "cup": (0.0, 7.0, 3.0, 0.0)}
 
 
+def at(second: int) -> Provenance:
+    return Provenance(created=f"2026-01-01T00:00:0{second}Z")
+
+
 def store_with(tmp_path) -> KnowledgeStore:
-    store = KnowledgeStore(tmp_path)
-    store.add(KnowledgeEntry(id="pref", kind="preference", text="The person wants things handed over on the left."))
+    store = KnowledgeStore(tmp_path)  # created one second apart: the order tasks are listed in is the order they were learned
+    store.add(KnowledgeEntry(id="pref", kind="preference", text="The person wants things handed over on the left.", provenance=at(1)))
     store.add(KnowledgeEntry(id="coaster", kind="skill_parameter", text="Grasp the brown coaster lower.", task="pick up the brown coaster",
                              object="brown coaster", skill="grasp", parameters={"grasp_height_offset": -0.003},
-                             image_embedding=LOOK["coaster"], image_model=DESCRIPTOR.name))
+                             image_embedding=LOOK["coaster"], image_model=DESCRIPTOR.name, provenance=at(2)))
     store.add(KnowledgeEntry(id="jar", kind="skill_parameter", text="Grasp the red spice jar narrower.", task="pick up the red spice jar",
                              object="red spice jar", skill="grasp", parameters={"gripper_width": 0.06},
-                             image_embedding=LOOK["jar"], image_model=DESCRIPTOR.name))
+                             image_embedding=LOOK["jar"], image_model=DESCRIPTOR.name, provenance=at(3)))
     store.add(KnowledgeEntry(id="drawer", kind="skill_parameter", text="Open the cupboard less far.", task="open the cupboard",
-                             object="cupboard", skill="open", parameters={"pull_distance": 0.22}))
+                             object="cupboard", skill="open", parameters={"pull_distance": 0.22}, provenance=at(4)))
     store.add(KnowledgeEntry(id="mine", kind="constraint", text="When the person says 'bring me my cup', they mean the blue cup.",
-                             task="bring me my cup"))
+                             task="bring me my cup", provenance=at(5)))
     return store
 
 

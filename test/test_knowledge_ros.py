@@ -66,7 +66,7 @@ def crop(colour: tuple[int, int, int], seed: int = 0, step: bool = False) -> tup
 
 RED, BLUE = (200, 30, 30), (40, 60, 200)
 # tools/calibrate_looks.py's threshold for descriptor v2 from the cups alone (Issue 29 item 4): same-pose cups at other
-# places and yaws score above it, other-pose cups below (config/knowledge.yaml's 0.688 also weighs the DROC objects' pairs)
+# places and yaws score above it, other-pose cups below (config/knowledge.yaml's 0.672 also weighs the DROC objects' pairs)
 CALIBRATED_THRESHOLD = 0.62
 
 
@@ -315,7 +315,7 @@ def test_the_improvement_node_distils_knowledge_into_memory(graphs, perception, 
     p = block.provenance
     assert (p.episode_id, p.robot_id, p.model) == ("ep-42", "panda-test", "teacher:scripted") and "slipped" in p.source[0]
     # the red block's crop vector from perception came with it: a red block's view finds it, the bowl's does not (a green
-    # block is the red block's shape and, past config/knowledge.yaml's calibrated 0.688, may get its knowledge)
+    # block is the red block's shape and, past config/knowledge.yaml's calibrated 0.672, may get its knowledge)
     assert block.image_model == DESCRIPTOR.name and block.image_embedding is not None
     assert entries["Put blocks into the bowl, never next to it."].image_embedding is None  # about no object
     retrieve = g.client(RetrieveKnowledge, "/memory/retrieve_knowledge")

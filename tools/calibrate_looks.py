@@ -93,6 +93,8 @@ def droc_pairs(embedder: Any) -> tuple[list[float], list[float], list[dict[str, 
     match, other, named = [], [], []
     with DrocWorlds() as worlds:
         for task in load_tasks():
+            if task.type:
+                continue  # a Table II train/test pair: different tasks, not one object's looks
             looks = {}
             for v in task.variants:
                 crop = worlds.crop(task, v)

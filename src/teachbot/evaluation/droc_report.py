@@ -314,7 +314,7 @@ def write_summary(out: Path, extra: Sequence[str] = ()) -> tuple[Path, str]:
              f"{settings.get('max_corrections', '?')} corrections per episode; {summary['trials']} trial(s), "
              f"{summary['episodes']} episodes. Per trial and task the mean over the iteration's variants, then the mean over "
              "tasks (all, skill-level, plan-level tasks), then mean ± standard error over the trials; 'done': the share of "
-             "episodes that ended with the task done.", "",
+             "episodes that ended with the task done.", "", *deviation_lines(settings),
              table, "", "It proves: the corrections a method needs per iteration, so whether they fall as it is taught "
              "(a method that learns) or stay (one that does not), under the same reading noise for every method.", "",
              "## What each comparison proves", "", *figure_lines(rows), "", *unread_lines(rows),
@@ -328,6 +328,21 @@ def write_summary(out: Path, extra: Sequence[str] = ()) -> tuple[Path, str]:
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path, table
+
+
+def deviation_lines(settings: Mapping[str, Any]) -> list[str]:
+    """The report's note of every option that deviates from the paper's protocol and was on ([] when none)."""
+    on = []
+    if settings.get("retrieval", "paper") != "paper":
+        on.append(f"retrieval order `{settings['retrieval']}` (the paper's is `paper`: always-scoped entries, the LLM's "
+                  "choice of same-category tasks, the single best visual match)")
+    if settings.get("inject"):
+        on.append("`--inject-learned`: learned skill parameters applied silently by the console (the paper shows them to "
+                  "the model, which writes them)")
+    if not settings.get("shared_store", True):
+        on.append("`--store per-task`: the knowledge store emptied when each task's sequence starts")
+    return ["Deviations from the paper's protocol that were on: " + "; ".join(on) + ".", ""] if on else \
+        ["The paper's protocol throughout: retrieval in its order, learned knowledge shown to the model, one store.", ""]
 
 
 def _visual_threshold() -> float | None:

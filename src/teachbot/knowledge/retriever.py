@@ -60,7 +60,7 @@ class KnowledgeConfig:
 
     k: int = 8
     text_threshold: float = 0.5
-    visual_threshold: float = 0.688  # config/knowledge.yaml: calibrated by tools/calibrate_looks.py
+    visual_threshold: float = 0.672  # config/knowledge.yaml: calibrated by tools/calibrate_looks.py
     learned_visual_threshold: float = 0.8
     visual_weight: float = 0.5
     select_enabled: bool = False
