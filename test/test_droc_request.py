@@ -80,3 +80,17 @@ def test_the_extraction_double_states_what_a_correction_says() -> None:
     [shelf] = facts("The shelf is full, nothing more fits on it. Put it on the workbench instead.", "x")
     assert shelf["kind"] == "object_state" and shelf["object"] == "shelf" and "workbench instead" in shelf["text"]
     assert facts("You did not get it. Please try again.", "x") == []
+
+
+def test_the_person_answers_a_question_from_what_they_want() -> None:
+    from teachbot.evaluation.droc_tasks import load_tasks
+
+    tasks = {t.id: t for t in load_tasks()}
+    cup = tasks["my_cup"].iteration(1)[0]
+    assert tasks["my_cup"].answer(cup, "Which cup do you mean, the red cup or the blue cup?") == "I mean the blue cup."
+    apple = tasks["fruit_on_the_counter"].iteration(1)[0]
+    assert tasks["fruit_on_the_counter"].answer(apple, "Where should I put the apple?") == "On the counter."
+    block = tasks["the_block_i_mean"].iteration(1)[0]
+    assert tasks["the_block_i_mean"].answer(block, "Where does it go?") == "In the blue bowl."
+    assert tasks["the_block_i_mean"].answer(block, "Which block?") == "I mean the green block."
+    assert tasks["my_cup"].answer(cup, "Shall I go now?") == "Please bring me my cup."  # nothing more to say
