@@ -286,7 +286,7 @@ def household_crop(world: HouseholdWorld, name: str, config: PerceptionConfig) -
     optics = CameraSpec.from_config(load_yaml(config_path("sim.yaml"))["camera"])
     before, saved = world.base_pose, pb.saveState(physicsClientId=world.client)
     try:
-        world._place_base(stance)  # the world's own teleport (there is no public one): no physics time passes
+        world.teleport_base(stance)  # no physics time passes
         # the arm stowed as the skills drive, turned aside: at home, or stowed straight, it hides what is in front
         for joint, q in zip(world.arm_indices, _look_posture(world)):
             pb.resetJointState(world.robot_id, joint, q, physicsClientId=world.client)

@@ -114,6 +114,11 @@ class HouseholdWorld(ArmWorld):
         self.base_id = base_body(self.client, self.layout.base)
 
     # ----------------------------------------------------------------- the mobile base
+    def teleport_base(self, pose: BasePose) -> None:
+        """Put the base at ``pose`` at once (what the hand holds rides along; no physics time passes): for a
+        view from a stance, never for a motion a skill makes."""
+        self._place_base(pose)
+
     def _place_base(self, pose: BasePose) -> None:
         # what the hand holds rides along exactly (its constraint would otherwise be strained each step)
         held = self._objects[self._grasped][0] if self._grasped in self._objects else None
