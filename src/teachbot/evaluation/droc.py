@@ -1,8 +1,9 @@
 """DROC's evaluation (its Fig. 2): corrections per iteration, DROC against its ablations and Code as Policies.
 
-Protocol. Per method, the tasks of config/benchmarks/droc/ in the config's order and, per task, its
-iterations 1..N in order, each presenting its variants (teach; same and similar; dissimilar) one episode
-each. An episode: the variant's scene is loaded, the person says the instruction and the console
+Protocol. Per method, the tasks of config/benchmarks/droc/ in the config's order (the plan-level train ->
+test pairs of the paper's Table II, config/benchmarks/droc/plan_level.yaml, are two iterations: the train
+task, then the test task) and, per task, its iterations 1..N in order, each presenting its variants (teach;
+same and similar; dissimilar) one episode each. An episode: the variant's scene is loaded, the person says the instruction and the console
 (teachbot.interaction.InteractionCore, in-process, on the simulated robot's skills) acts. At every return
 of control (``wait_for_trigger()``) the person judges the simulator's ground truth with
 :meth:`DrocTask.correction`: '' ends the episode as a success; else the sentence is the correction, at most
@@ -36,6 +37,8 @@ Methods (``METHODS``):
   wins), whatever the task or the object: the retrieval's selection switched off. (Its old name,
   ``droc-all-history``, is still read, with a deprecation warning: it never was the paper's Ours-E.)
 - ``droc-no-visual``: retrieval without images: an object matched by its name and the task's text only.
+- ``ours-r``: the paper's Ours-R (its plan-level baseline): nothing distilled; the plan that did each earlier
+  request is kept (``droc_sources.SavedPlans``) and the one of the most similar request by text is shown.
 - ``droc-rule-skills``: the ablation of the extractor's skill level: skill knowledge by rule from the values
   the re-run calls wrote (``knowledge.extraction.rule_skill_knowledge``), no skill prompt; the others run
   the extractor's skill prompt after each corrected skill, as deployed (the same ``KnowledgeExtractor``).
