@@ -443,6 +443,7 @@ def test_plan_level_pairs_droc_keeps_what_ours_r_cannot(tmp_path, embedder) -> N
     assert len(saved) == 8 and json.loads(saved[0])["statements"] == ["grasp('orange juice')", "handover_object_to_human()"]
     assert [p.name for p in (tmp_path / "knowledge" / "ours-r").iterdir()] == ["plans.jsonl"]  # nothing distilled
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["iterations"] == [] and summary["corrections"] == {}  # the pairs are not Fig. 2's iterated tasks
     assert summary["plan_pairs"]["droc"]["scene"]["test"]["mean"] == 0.0
     assert summary["plan_pairs"]["ours-r"]["common_sense"]["test"]["mean"] == 1.0
     report = (tmp_path / "report.md").read_text()

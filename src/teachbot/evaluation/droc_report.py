@@ -225,9 +225,12 @@ def _cell(value: float | None, error: float | None = None) -> str:
 
 def role_means(rows: Iterable[Mapping[str, Any]], method: str, roles: Sequence[str] = (), iterations: Sequence[int] = ()
                ) -> dict[int, float]:
-    """Per trial, ``method``'s mean corrections over its episodes of ``roles`` (all when empty) in ``iterations`` (all when empty)."""
+    """Per trial, ``method``'s mean corrections over its episodes of ``roles`` (all when empty) in ``iterations`` (all when empty);
+    the Table II train/test pairs are not iterated tasks and do not count (:func:`plan_pairs`)."""
     cells: dict[int, list[int]] = {}
     for row in rows:
+        if row.get("type"):
+            continue
         if row["method"] == method and (not roles or row.get("role") in roles) and (not iterations or int(row["iteration"]) in iterations):
             cells.setdefault(int(row.get("trial", 0)), []).append(int(row["corrections"]))
     return {k: sum(v) / len(v) for k, v in cells.items()}
