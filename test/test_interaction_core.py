@@ -173,12 +173,13 @@ def test_learning_gets_a_deadline_and_the_scene():
         h.dialog.put_user("No, the green one. Remember that next time.")
         wait_until(lambda: learner.requests, what="the learning call")
         wait_until(lambda: h.said, what="the robot's lesson")
+        said = list(h.said)  # before the harness closes the console (which then says that it stopped)
     request, timeout = learner.requests[0]
     assert request.scene_objects == ("blue bowl", "red block")
     assert 20.0 < request.deadline - time.time() <= 30.0  # wall clock, 30 s after the call
     assert timeout == pytest.approx(31.0)  # the console waits a little past it; the learner stores nothing after it
     assert request.transcript.splitlines()[-1] == ">>> learn_from_interaction()"
-    assert h.said == ["Got it. Next time: take the green block when the person says 'the block'."]
+    assert said == ["Got it. Next time: take the green block when the person says 'the block'."]
 
 
 def test_a_learning_call_past_its_deadline_is_reported_as_cancelled():
