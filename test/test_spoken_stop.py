@@ -182,3 +182,8 @@ def _scenario(root: Path) -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # ros_graph, timing
     _scenario(Path(sys.argv[1]))
+    # every check passed and every node was closed: leave without the interpreter's teardown, where a DDS or
+    # executor thread still winding down once aborted the process ("terminate called without an active exception")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
