@@ -47,8 +47,8 @@ def facts(sentence: str, request: str) -> list[dict[str, Any]]:
     full = FULL.search(sentence)
     instead = INSTEAD.search(sentence)
     if full:
-        text = f"The {full.group(1)} is full." + (f" Put things for it on the {instead.group(1)} instead." if instead else "")
-        out.append(_fact("object_state", text.replace("Put things for it", "Put it"), full.group(1)))
+        text = f"The {full.group(1)} is full." + (f" Put it on the {instead.group(1)} instead." if instead else "")
+        out.append(_fact("object_state", text, full.group(1)))
     elif not named:
         for what, place in GOES.findall(sentence):
             out.append(_fact("preference", f"{what.strip().capitalize()} goes on the {place}.", ""))

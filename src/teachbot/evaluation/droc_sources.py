@@ -8,14 +8,13 @@ correction handler keeping what it answered (results.jsonl's ``handler``).
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from teachbot.evaluation.doubles import person_words
+from teachbot.evaluation.doubles import literal_call, person_words
 from teachbot.evaluation.droc_request import is_look
 from teachbot.interaction.knowledge import BLOCK_PREFIX, ConsoleKnowledge, Found
 from teachbot.knowledge import Correction, CorrectionHandler
@@ -93,15 +92,9 @@ def plan_that_worked(transcript: Transcript) -> list[str]:
 
 
 def _call_key(statement: str) -> tuple[str, str] | None:
-    """(function, first argument) of a call statement; None when it is not one."""
-    try:
-        node = ast.parse(statement, mode="eval").body
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        return None
-    first = ast.unparse(node.args[0]) if node.args else ""
-    return node.func.id, first
+    """(function, first argument) of a call statement with literal arguments; None when it is not one."""
+    call = literal_call(statement)
+    return (call[0], repr(call[1][0]) if call[1] else "") if call else None
 
 
 class AllHistory:
